@@ -1,0 +1,37 @@
+# rootgrep — `make run` serves the current directory, `make test` runs every test.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ARGS   ?=
+
+.PHONY: install run test bench lint format clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+run: install
+	$(BIN)/rootgrep serve $(ARGS)
+
+test: install
+	$(BIN)/python -m pytest -q -x --timeout=300 tests
+
+bench: install
+	$(BIN)/python -m pytest -q benchmarks --benchmark-enable --benchmark-only \
+		--benchmark-columns=min,median,mean,rounds --benchmark-sort=name -p no:randomly
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: install
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .benchmarks

@@ -1,0 +1,7 @@
+"""``python -m rootgrep``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

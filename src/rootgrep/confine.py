@@ -1,0 +1,660 @@
+"""Confinement: every open, stat, list, read and write beneath a pinned root directory fd.
+
+This is the only module that turns a path into a file descriptor. Everything is resolved
+relative to a root fd that was pinned once, with ``openat2(RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS)``
+where the kernel has it and a component-by-component ``O_NOFOLLOW`` walk otherwise. Symlinks are
+never followed by the kernel in the walk: each one is read with ``readlinkat`` and re-resolved
+lexically beneath the root, so swapping a directory for a symlink mid-resolution cannot lead
+outside. A path string is never opened by name (pinning the root is the one exception).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat as stat_mod
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import (
+    BinaryFile,
+    Exists,
+    InvalidPath,
+    NotADirectory,
+    NotAFile,
+    NotFound,
+    NotRegularFile,
+    OutsideRoots,
+    RootgrepError,
+)
+
+SymlinkPolicy = Literal["within", "never"]
+
+RESOLVE_NO_XDEV = 0x01
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
+
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 4096
+MAX_SYMLINKS = 40
+BINARY_SNIFF_BYTES = 8192
+DEFAULT_MAX_READ_BYTES = 1 << 20
+
+_SYS_OPENAT2 = 437  # same number on x86_64 and aarch64
+_RENAME_NOREPLACE = 1
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_O_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_O_PATH = getattr(os, "O_PATH", 0o10000000) | os.O_CLOEXEC
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_renameat2 = getattr(_libc, "renameat2", None)
+_openat2_state: dict[str, bool] = {}
+_state_lock = threading.Lock()
+
+
+def _raw_openat2(dirfd: int, path: bytes, flags: int, resolve: int) -> int:
+    how = _OpenHow(flags, 0, resolve)
+    for _ in range(16):  # EAGAIN: a concurrent rename raced the lookup; bounded retries
+        fd = _libc.syscall(
+            ctypes.c_long(_SYS_OPENAT2),
+            ctypes.c_int(dirfd),
+            ctypes.c_char_p(path),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
+        if fd >= 0:
+            return int(fd)
+        err = ctypes.get_errno()
+        if err not in (errno.EAGAIN, errno.EINTR):
+            raise OSError(err, os.strerror(err))
+    raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+
+def openat2_available() -> bool:
+    """Whether the kernel (and any seccomp filter) lets us call openat2.
+
+    ``ROOTGREP_NO_OPENAT2=1`` in the environment forces the component walk everywhere.
+    """
+    if os.environ.get("ROOTGREP_NO_OPENAT2") == "1":
+        return False
+    with _state_lock:
+        if "ok" not in _openat2_state:
+            try:
+                os.close(_raw_openat2(-100, b"/", _O_PATH, RESOLVE_NO_MAGICLINKS))  # AT_FDCWD
+                _openat2_state["ok"] = True
+            except OSError:
+                _openat2_state["ok"] = False
+        return _openat2_state["ok"]
+
+
+def split_relpath(rel: str | bytes) -> list[bytes]:
+    """Validate a root-relative path and split it into components (``.`` and empties dropped).
+
+    ``..`` is kept: it is resolved physically during the walk and refused if it leaves the root.
+    """
+    raw = os.fsencode(rel)
+    if b"\0" in raw:
+        raise InvalidPath("the path contains a NUL byte; remove it")
+    if len(raw) > MAX_PATH_BYTES:
+        raise InvalidPath(f"the path is longer than {MAX_PATH_BYTES} bytes; use a shorter path")
+    if raw.startswith(b"/"):
+        raise OutsideRoots("an absolute path was given where a root-relative one was expected")
+    comps = [c for c in raw.split(b"/") if c not in (b"", b".")]
+    for c in comps:
+        if len(c) > MAX_NAME_BYTES:
+            raise InvalidPath(f"a path component is longer than {MAX_NAME_BYTES} bytes")
+    return comps
+
+
+def strip_prefix(path: bytes, prefix: bytes) -> list[bytes] | None:
+    """Components of ``path`` below ``prefix``, compared component-wise (never as a string
+    prefix: ``/w/project-old`` is not inside ``/w/project``); None when outside."""
+    p = [c for c in path.split(b"/") if c not in (b"", b".")]
+    q = [c for c in prefix.split(b"/") if c not in (b"", b".")]
+    if len(p) < len(q) or p[: len(q)] != q:
+        return None
+    return p[len(q) :]
+
+
+def display(comps: list[bytes] | bytes | str) -> str:
+    """A root-relative path for messages, undecodable bytes shown visibly."""
+    if isinstance(comps, list):
+        comps = b"/".join(comps)
+    if isinstance(comps, str):
+        comps = os.fsencode(comps)
+    return comps.decode("utf-8", "backslashreplace") or "."
+
+
+def _error(err: OSError, comps: list[bytes]) -> RootgrepError:
+    where = display(comps)
+    e = err.errno
+    if e == errno.ENOENT:
+        return NotFound(f"'{where}' does not exist; list its parent directory to see what is there")
+    if e == errno.ENOTDIR:
+        return NotADirectory(f"a component of '{where}' is not a directory; check the path")
+    if e == errno.EXDEV:
+        return OutsideRoots(f"'{where}' resolves outside the root; use a path inside the root")
+    if e == errno.EISDIR:
+        return NotAFile(f"'{where}' is a directory; use list_directory to see its entries")
+    if e == errno.ENXIO:
+        return NotRegularFile(f"'{where}' is a socket or device, not a regular file")
+    if e == errno.ENAMETOOLONG:
+        return InvalidPath(f"'{where}' is too long; use a shorter path")
+    if e == errno.ELOOP:
+        return OutsideRoots(f"'{where}' is a symbolic link that rootgrep does not follow here")
+    if e in (errno.EACCES, errno.EPERM):
+        return NotFound(f"'{where}' is not readable (permission denied); check its permissions")
+    if e == errno.EEXIST:
+        return Exists(f"'{where}' already exists; choose another name or allow overwriting")
+    if e == errno.EMFILE:
+        return InvalidPath(f"'{where}' is too deep to resolve with the open-file limit")
+    return InvalidPath(f"'{where}' could not be opened ({os.strerror(e or 0)})")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One directory entry, as seen without following symlinks."""
+
+    name: bytes
+    kind: Literal["file", "dir", "symlink", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    data: bytes
+    size: int
+    truncated: bool
+    stat: os.stat_result
+
+
+def entry_kind(st_mode: int) -> Literal["file", "dir", "symlink", "other"]:
+    if stat_mod.S_ISREG(st_mode):
+        return "file"
+    if stat_mod.S_ISDIR(st_mode):
+        return "dir"
+    if stat_mod.S_ISLNK(st_mode):
+        return "symlink"
+    return "other"
+
+
+def is_binary(data: bytes) -> bool:
+    """A file is binary when its first 8 KiB hold a NUL byte (SPEC §4)."""
+    return b"\0" in data[:BINARY_SNIFF_BYTES]
+
+
+def _check_name(name: bytes) -> None:
+    if not name or name in (b".", b"..") or b"/" in name or b"\0" in name:
+        raise InvalidPath(f"'{display(name)}' is not a single file name")
+
+
+# ---- fd-relative primitives (a directory fd that is already confined + one name) ----------
+
+
+def scan_fd(dirfd: int) -> list[Entry]:
+    """List a directory fd opened O_RDONLY|O_DIRECTORY, sorted by name bytes, links unfollowed."""
+    out: list[Entry] = []
+    with os.scandir(dirfd) as it:
+        for de in it:
+            name = os.fsencode(de.name)
+            if de.is_dir(follow_symlinks=False):
+                kind: Literal["file", "dir", "symlink", "other"] = "dir"
+            elif de.is_file(follow_symlinks=False):
+                kind = "file"
+            elif de.is_symlink():
+                kind = "symlink"
+            else:
+                kind = "other"
+            out.append(Entry(name, kind))
+    out.sort(key=lambda e: e.name)
+    return out
+
+
+def open_dir_at(dirfd: int, name: bytes) -> int:
+    """Open a subdirectory by a single name, never through a symlink."""
+    return os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dirfd)
+
+
+def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
+    """Open a regular file by a single name, never through a symlink, never blocking."""
+    fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat_mod.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFile(f"'{display(name)}' is not a regular file")
+    return fd, st
+
+
+def stat_at(dirfd: int, name: bytes) -> os.stat_result:
+    return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+
+
+def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
+    """Read at most ``max_bytes`` from ``fd``; the flag says whether more was there.
+
+    Works for files that grow, shrink, are sparse or report size 0 (procfs).
+    """
+    want = min(max_bytes, size_hint + 1) if size_hint > 0 else min(max_bytes, 65536)
+    first = os.read(fd, max(want, 1))
+    if len(first) < want or len(first) >= max_bytes:
+        if len(first) >= max_bytes:
+            return first[:max_bytes], len(first) > max_bytes or bool(os.read(fd, 1))
+        return first, False
+    chunks = [first]
+    total = len(first)
+    while total < max_bytes:
+        b = os.read(fd, min(max_bytes - total, 1 << 20))
+        if not b:
+            return b"".join(chunks), False
+        chunks.append(b)
+        total += len(b)
+    return b"".join(chunks), bool(os.read(fd, 1))
+
+
+def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | None:
+    """A searchable file's bytes by one name beneath a confined directory fd, or None when it
+    is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those)."""
+    try:
+        fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > max_file_size:
+            return None
+        data, _ = read_fd(fd, st.st_size, max_file_size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if is_binary(data) else data
+
+
+# ---- a pinned root ---------------------------------------------------------------------------
+
+
+class Beneath:
+    """A pinned root directory and every confined operation beneath it.
+
+    ``aliases`` are the absolute spellings of the root (canonical first) that absolute symlink
+    targets may use to stay inside it.
+    """
+
+    def __init__(
+        self,
+        fd: int,
+        path: bytes,
+        *,
+        aliases: tuple[bytes, ...] = (),
+        symlinks: SymlinkPolicy = "within",
+        use_openat2: bool | None = None,
+    ) -> None:
+        if symlinks not in ("within", "never"):
+            raise ValueError(f"unknown symlink policy {symlinks!r}")
+        self.fd = fd
+        self.path = path
+        self.aliases = (path, *[a for a in aliases if a != path])
+        self.symlinks: SymlinkPolicy = symlinks
+        want = openat2_available() if use_openat2 is None else use_openat2
+        self.use_openat2 = bool(want) and openat2_available()
+
+    @classmethod
+    def pin(
+        cls,
+        path: str | bytes,
+        *,
+        symlinks: SymlinkPolicy = "within",
+        use_openat2: bool | None = None,
+    ) -> Beneath:
+        """Open ``path`` (an absolute directory) once and pin it; its canonical path is read
+        back from the fd itself, so a root announced through a symlink is resolved race-free."""
+        raw = os.fsencode(path)
+        if b"\0" in raw:
+            raise InvalidPath("the root path contains a NUL byte")
+        fd = os.open(raw, _O_DIR)  # the one open by name: pinning a root
+        try:
+            canonical = os.fsencode(os.readlink(f"/proc/self/fd/{fd}"))
+            if not canonical.startswith(b"/") or canonical.endswith(b" (deleted)"):
+                canonical = os.fsencode(os.path.realpath(raw))
+        except OSError:
+            canonical = os.fsencode(os.path.realpath(raw))
+        announced = os.fsencode(os.path.abspath(raw))
+        return cls(
+            fd, canonical, aliases=(announced,), symlinks=symlinks, use_openat2=use_openat2
+        )
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Beneath:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- resolution --------------------------------------------------------------------------
+
+    def open(
+        self,
+        rel: str | bytes | list[bytes],
+        flags: int,
+        *,
+        follow: bool = True,
+        no_symlinks: bool = False,
+    ) -> int:
+        """Resolve ``rel`` beneath the root and open it with ``flags``.
+
+        ``follow=False`` leaves a final symlink unfollowed (with O_PATH it opens the link).
+        ``no_symlinks=True`` refuses every symlink on the way (the walker's view).
+        """
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        flags |= os.O_CLOEXEC
+        if not comps:
+            return os.open(b".", flags & ~os.O_NOFOLLOW, dir_fd=self.fd)
+        never = no_symlinks or self.symlinks == "never"
+        if self.use_openat2:
+            resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (RESOLVE_NO_SYMLINKS if never else 0)
+            try:
+                return _raw_openat2(
+                    self.fd, b"/".join(comps), flags | (0 if follow else os.O_NOFOLLOW), resolve
+                )
+            except OSError as e:
+                # EXDEV/ELOOP may be an absolute link that stays inside, or a refused link:
+                # the component walk below gives the precise, equally confined verdict.
+                if e.errno not in (errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN):
+                    raise _error(e, comps) from None
+                if e.errno == errno.ENOSYS:
+                    self.use_openat2 = False
+        return self._walk(comps, flags, follow, never)
+
+    def _walk(self, comps: list[bytes], flags: int, follow: bool, never: bool) -> int:
+        pending = list(reversed(comps))  # a stack: pending[-1] is next
+        fds: list[int] = []  # directories opened beneath the root; fds[-1] is the current one
+        links = 0
+        try:
+            while pending:
+                comp = pending.pop()
+                if comp in (b"", b"."):
+                    continue
+                if comp == b"..":
+                    if not fds:
+                        raise OutsideRoots(
+                            f"'{display(comps)}' leaves the root through '..'; "
+                            "use a path inside the root"
+                        )
+                    os.close(fds.pop())
+                    continue
+                cur = fds[-1] if fds else self.fd
+                last = all(c in (b"", b".") for c in pending)
+                if last:
+                    fl = flags | os.O_NOFOLLOW
+                else:
+                    fl = _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
+                try:
+                    fd = os.open(comp, fl, dir_fd=cur)
+                except OSError as e:
+                    if e.errno not in (errno.ELOOP, errno.ENOTDIR) or (last and not follow):
+                        raise _error(e, comps) from None
+                    target = _readlink_at(cur, comp)
+                    if target is None:
+                        raise _error(e, comps) from None
+                    links = self._push_link(target, pending, fds, links, never, comps)
+                    continue
+                if last and follow and flags & _O_PATH == _O_PATH:
+                    # O_PATH|O_NOFOLLOW opens a link itself: resolve it ourselves.
+                    if stat_mod.S_ISLNK(os.fstat(fd).st_mode):
+                        os.close(fd)
+                        target = _readlink_at(cur, comp)
+                        if target is None:
+                            raise NotFound(f"'{display(comps)}' changed while being resolved")
+                        links = self._push_link(target, pending, fds, links, never, comps)
+                        continue
+                if last:
+                    return fd
+                fds.append(fd)
+            # Ended on '..', '.' or a link to a directory: open where we stand.
+            cur = fds[-1] if fds else self.fd
+            return os.open(b".", flags & ~os.O_NOFOLLOW, dir_fd=cur)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _push_link(
+        self,
+        target: bytes,
+        pending: list[bytes],
+        fds: list[int],
+        links: int,
+        never: bool,
+        comps: list[bytes],
+    ) -> int:
+        where = display(comps)
+        if never:
+            raise OutsideRoots(f"'{where}' goes through a symbolic link, and links are refused")
+        links += 1
+        if links > MAX_SYMLINKS:
+            raise InvalidPath(f"'{where}' has too many levels of symbolic links")
+        if target.startswith(b"/"):
+            inner = None
+            for alias in self.aliases:
+                inner = strip_prefix(target, alias)
+                if inner is not None:
+                    break
+            if inner is None:
+                raise OutsideRoots(
+                    f"'{where}' is a symbolic link to a place outside the root; "
+                    "only links that stay inside the root are followed"
+                )
+            for fd in fds:
+                os.close(fd)
+            fds.clear()
+            pending.extend(reversed(inner))
+        else:
+            pending.extend(reversed(target.split(b"/")))
+        return links
+
+    # -- operations --------------------------------------------------------------------------
+
+    def open_dir(self, rel: str | bytes | list[bytes], *, no_symlinks: bool = False) -> int:
+        """A readable (scandir-able) directory fd beneath the root."""
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        try:
+            return self.open(comps, _O_DIR, no_symlinks=no_symlinks)
+        except RootgrepError:
+            raise
+        except OSError as e:
+            raise _error(e, comps) from None
+
+    def open_file(
+        self, rel: str | bytes | list[bytes], *, no_symlinks: bool = False
+    ) -> tuple[int, os.stat_result]:
+        """A read-only fd on a regular file beneath the root (a FIFO never blocks)."""
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        try:
+            fd = self.open(comps, _O_READ, no_symlinks=no_symlinks)
+        except RootgrepError:
+            raise
+        except OSError as e:
+            raise _error(e, comps) from None
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            os.close(fd)
+            if stat_mod.S_ISDIR(st.st_mode):
+                raise NotAFile(
+                    f"'{display(comps)}' is a directory; use list_directory to see its entries"
+                )
+            raise NotRegularFile(
+                f"'{display(comps)}' is not a regular file (FIFO, device or socket); "
+                "only regular files are read"
+            )
+        return fd, st
+
+    def stat(self, rel: str | bytes | list[bytes], *, follow: bool = True) -> os.stat_result:
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        if not comps:
+            return os.fstat(self.fd)
+        try:
+            fd = self.open(comps, _O_PATH, follow=follow)
+        except RootgrepError:
+            raise
+        except OSError as e:
+            raise _error(e, comps) from None
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def list_dir(self, rel: str | bytes | list[bytes] = b"") -> list[Entry]:
+        fd = self.open_dir(rel)
+        try:
+            return scan_fd(fd)
+        finally:
+            os.close(fd)
+
+    def read(
+        self,
+        rel: str | bytes | list[bytes],
+        *,
+        max_bytes: int = DEFAULT_MAX_READ_BYTES,
+        allow_binary: bool = False,
+    ) -> ReadResult:
+        """Read a regular file's first ``max_bytes``; binary files raise ``binary_file``."""
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        fd, st = self.open_file(comps)
+        try:
+            data, truncated = read_fd(fd, st.st_size, max_bytes)
+        finally:
+            os.close(fd)
+        if not allow_binary and is_binary(data):
+            raise BinaryFile(f"'{display(comps)}' is a binary file; rootgrep reads text only")
+        return ReadResult(data, st.st_size, truncated, st)
+
+    def open_parent(self, rel: str | bytes | list[bytes]) -> tuple[int, bytes]:
+        """The fd of ``rel``'s parent directory beneath the root, and the final name."""
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        if not comps:
+            raise InvalidPath("the root itself has no parent inside the root")
+        name = comps[-1]
+        _check_name(name)
+        return self.open_dir(comps[:-1]), name
+
+    def atomic_write(
+        self,
+        rel: str | bytes | list[bytes],
+        data: bytes,
+        *,
+        create_only: bool = False,
+        mode: int | None = None,
+    ) -> os.stat_result:
+        """Replace (or create) a file atomically: temp beside it with O_EXCL, fsync, renameat.
+
+        A crash leaves the old content or the new, never a mix. A hard link to an outside file
+        is replaced, never written through; a symlink at the target is replaced, not followed.
+        """
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        dirfd, name = self.open_parent(comps)
+        try:
+            old: os.stat_result | None
+            try:
+                old = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None:
+                if create_only:
+                    raise Exists(f"'{display(comps)}' already exists; choose another path")
+                if stat_mod.S_ISDIR(old.st_mode):
+                    raise NotAFile(f"'{display(comps)}' is a directory; it cannot be overwritten")
+                if not (stat_mod.S_ISREG(old.st_mode) or stat_mod.S_ISLNK(old.st_mode)):
+                    raise NotRegularFile(f"'{display(comps)}' is not a regular file")
+            if mode is None:
+                mode = stat_mod.S_IMODE(old.st_mode) if old and stat_mod.S_ISREG(old.st_mode) else 0o644
+            tmp, fd = _create_temp(dirfd, name, mode)
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                _unlink_quiet(dirfd, tmp)
+                raise
+            os.close(fd)
+            try:
+                if create_only:
+                    _rename_noreplace(dirfd, tmp, name)
+                else:
+                    os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+            except BaseException:
+                _unlink_quiet(dirfd, tmp)
+                raise
+            os.fsync(dirfd)
+            return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+        except FileExistsError:
+            raise Exists(f"'{display(comps)}' already exists; choose another path") from None
+        finally:
+            os.close(dirfd)
+
+
+def _readlink_at(dirfd: int, name: bytes) -> bytes | None:
+    try:
+        return os.readlink(name, dir_fd=dirfd)
+    except OSError as e:
+        if e.errno in (errno.EINVAL, errno.ENOENT):
+            return None
+        raise
+
+
+def _create_temp(dirfd: int, name: bytes, mode: int) -> tuple[bytes, int]:
+    base = name[:200]
+    for _ in range(100):
+        tmp = b".%s.rootgrep-%s.tmp" % (base, os.urandom(6).hex().encode())
+        try:
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                mode & 0o777 | 0o600,
+                dir_fd=dirfd,
+            )
+            return tmp, fd
+        except FileExistsError:
+            continue
+    raise Exists("could not create a temporary file beside the target")
+
+
+def _unlink_quiet(dirfd: int, name: bytes) -> None:
+    try:
+        os.unlink(name, dir_fd=dirfd)
+    except OSError:
+        pass
+
+
+def _rename_noreplace(dirfd: int, src: bytes, dst: bytes) -> None:
+    if _renameat2 is not None:
+        rc = _renameat2(
+            ctypes.c_int(dirfd), src, ctypes.c_int(dirfd), dst, ctypes.c_uint(_RENAME_NOREPLACE)
+        )
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(err, os.strerror(err))
+    # Filesystems without RENAME_NOREPLACE: link() refuses an existing target too.
+    os.link(src, dst, src_dir_fd=dirfd, dst_dir_fd=dirfd, follow_symlinks=False)
+    os.unlink(src, dir_fd=dirfd)
+

@@ -1,0 +1,247 @@
+"""Roots: client root URIs, root identity, effective roots, and mapping a request to a root.
+
+A root is pinned as a directory fd (through ``confine.Beneath.pin``) the moment it is accepted;
+from then on it is addressed only through that fd. Containment is always by path components.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .confine import Beneath, SymlinkPolicy, split_relpath, strip_prefix
+from .errors import (
+    AmbiguousRoot,
+    InvalidPath,
+    InvalidUri,
+    NoRoots,
+    OutsideRoots,
+    RootgrepError,
+    UnknownRoot,
+)
+
+RootSource = Literal["client", "operator", "both"]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+
+
+def parse_file_uri(uri: str) -> bytes:
+    """The absolute path a ``file:`` URI names, percent-decoded exactly once.
+
+    Accepts ``file:///p``, ``file://localhost/p`` and ``file:/p`` (scheme case-insensitive);
+    refuses other schemes, other hosts, relative forms, queries, fragments and NUL.
+    """
+    if "\0" in uri:
+        raise InvalidUri("the URI contains a NUL character; remove it")
+    m = _SCHEME.match(uri)
+    if m is None:
+        raise InvalidUri(f"'{uri[:200]}' is not a URI; use a file:///absolute/path URI")
+    scheme = m.group(1)
+    if scheme.lower() != "file":
+        raise InvalidUri(f"only file: URIs are accepted, not '{scheme}:'")
+    rest = uri[m.end() :]
+    if "?" in rest or "#" in rest:
+        raise InvalidUri("a file URI may not have a query or a fragment; percent-encode ? and #")
+    if rest.startswith("//"):
+        host, sep, tail = rest[2:].partition("/")
+        if host.lower() not in ("", "localhost"):
+            raise InvalidUri(f"the file URI names host '{host}'; only local files are served")
+        if not sep:
+            raise InvalidUri("the file URI has no path; use file:///absolute/path")
+        path = "/" + tail
+    elif rest.startswith("/"):
+        path = rest
+    else:
+        raise InvalidUri("a file URI must hold an absolute path (file:///absolute/path)")
+    raw = urllib.parse.unquote_to_bytes(path)
+    if b"\0" in raw:
+        raise InvalidUri("the URI decodes to a path with a NUL byte")
+    return raw
+
+
+def path_to_uri(path: bytes) -> str:
+    """The canonical ``file://`` URI of an absolute path (bytes are percent-encoded)."""
+    return "file://" + urllib.parse.quote_from_bytes(path, safe="/")
+
+
+def root_id(canonical: bytes) -> str:
+    """A short, stable id for a root's canonical path."""
+    return hashlib.sha256(canonical).hexdigest()[:12]
+
+
+def is_within(inner: bytes, outer: bytes) -> bool:
+    return strip_prefix(inner, outer) is not None
+
+
+@dataclass(eq=False)
+class Root:
+    """An accepted root: identity plus its pinned fd."""
+
+    id: str
+    name: str
+    uri: str
+    path: bytes  # canonical absolute path
+    source: RootSource
+    fs: Beneath = field(repr=False)
+    extra_aliases: tuple[bytes, ...] = ()
+
+    @property
+    def aliases(self) -> tuple[bytes, ...]:
+        """Absolute spellings a request may use for this root (canonical first)."""
+        return tuple(dict.fromkeys(self.fs.aliases + self.extra_aliases))
+
+    def identity(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "uri": self.uri}
+
+    def close(self) -> None:
+        self.fs.close()
+
+
+def pin_root(
+    path: str | bytes,
+    *,
+    name: str | None = None,
+    source: RootSource = "operator",
+    symlinks: SymlinkPolicy = "within",
+    use_openat2: bool | None = None,
+) -> Root:
+    """Accept a directory as a root: it must exist and be a directory; it is pinned as an fd."""
+    raw = os.fsencode(path)
+    if not raw.startswith(b"/"):
+        raw = os.fsencode(os.path.abspath(raw))
+    shown = raw.decode("utf-8", "backslashreplace")
+    try:
+        fs = Beneath.pin(raw, symlinks=symlinks, use_openat2=use_openat2)
+    except FileNotFoundError:
+        raise InvalidPath(f"root '{shown}' does not exist; give an existing directory") from None
+    except NotADirectoryError:
+        raise InvalidPath(f"root '{shown}' is not a directory; give a directory") from None
+    except PermissionError:
+        raise InvalidPath(f"root '{shown}' cannot be opened (permission denied)") from None
+    except OSError as e:
+        raise InvalidPath(f"root '{shown}' cannot be opened ({e.strerror})") from None
+    canonical = fs.path
+    if name is None:
+        name = os.fsdecode(os.path.basename(canonical) or b"/")
+    return Root(root_id(canonical), name, path_to_uri(canonical), canonical, source, fs)
+
+
+def accept_client_root(
+    uri: str,
+    name: str | None = None,
+    *,
+    symlinks: SymlinkPolicy = "within",
+    use_openat2: bool | None = None,
+) -> Root:
+    """Validate one raw client root URI (SPEC §3) and pin it. Raises ``invalid_uri``."""
+    raw = parse_file_uri(uri)
+    if any(c in (b".", b"..") for c in raw.split(b"/")):
+        raise InvalidUri("a root URI may not contain '.' or '..' segments")
+    try:
+        return pin_root(raw, name=name, source="client", symlinks=symlinks, use_openat2=use_openat2)
+    except RootgrepError as e:
+        raise InvalidUri(f"root {uri[:200]!r} is not usable: {e.message}") from None
+
+
+def effective_roots(client: Sequence[Root] | None, operator: Sequence[Root]) -> list[Root]:
+    """Client roots ∩ operator roots, component-wise (SPEC §3).
+
+    ``client=None`` means the client has no roots capability: the operator roots are the scope.
+    With no operator roots the client roots are the scope. The result reuses the given pins
+    (each effective root is one of the inputs: the deeper of an overlapping pair).
+    """
+    if client is None:
+        return list(operator)
+    if not operator:
+        return _dedupe(list(client))
+    out: list[Root] = []
+    for c in client:
+        for o in operator:
+            if is_within(o.path, c.path):
+                if o.path == c.path:
+                    out.append(Root(o.id, c.name, o.uri, o.path, "both", o.fs, c.aliases))
+                else:
+                    out.append(o)
+            elif is_within(c.path, o.path):
+                out.append(c)
+    return _dedupe(out)
+
+
+def _dedupe(roots: list[Root]) -> list[Root]:
+    seen: set[bytes] = set()
+    out: list[Root] = []
+    for r in roots:
+        if r.path not in seen:
+            seen.add(r.path)
+            out.append(r)
+    return out
+
+
+def find_root(roots: Sequence[Root], ref: str) -> Root:
+    """The root a tool's ``root`` argument names: its id, name, URI or path."""
+    for r in roots:
+        if ref in (r.id, r.name, r.uri):
+            return r
+    try:
+        raw = parse_file_uri(ref) if _SCHEME.match(ref) else os.fsencode(ref)
+    except InvalidUri:
+        raw = b""
+    if raw.startswith(b"/"):
+        for r in roots:
+            if any(strip_prefix(raw, a) == [] for a in r.aliases):
+                return r
+    names = ", ".join(f"{r.name} ({r.id})" for r in roots) or "none"
+    raise UnknownRoot(f"no effective root matches '{ref[:200]}'; the roots are: {names}")
+
+
+def _looks_like_uri(path: str) -> bool:
+    m = _SCHEME.match(path)
+    return m is not None and (m.group(1).lower() == "file" or path[m.end() :].startswith("//"))
+
+
+def resolve_target(
+    roots: Sequence[Root], path: str | None, root: str | None = None
+) -> tuple[Root, list[bytes]]:
+    """Map a tool's (path, root) arguments to a root and root-relative components (SPEC §4).
+
+    The components may still hold ``..``: they are resolved beneath the root's fd, where a
+    ``..`` that leaves the root fails with ``outside_roots``.
+    """
+    if not roots:
+        raise NoRoots("no effective roots: the client announced none inside the served roots")
+    chosen = find_root(roots, root) if root is not None else None
+    if path is None or path in ("", "."):
+        if chosen is None:
+            if len(roots) > 1:
+                raise AmbiguousRoot("several roots are served; pass `root` (an id, name or URI)")
+            chosen = roots[0]
+        return chosen, []
+    if "\0" in path:
+        raise InvalidPath("the path contains a NUL character; remove it")
+    raw = parse_file_uri(path) if _looks_like_uri(path) else os.fsencode(path)
+    if raw.startswith(b"/"):
+        best: tuple[int, Root, list[bytes]] | None = None
+        for r in [chosen] if chosen is not None else roots:
+            for alias in r.aliases:
+                inner = strip_prefix(raw, alias)
+                if inner is not None and (best is None or len(alias) > best[0]):
+                    best = (len(alias), r, inner)
+        if best is None:
+            raise OutsideRoots(
+                "the path is outside every root; use a path inside one of: "
+                + ", ".join(r.uri for r in roots)
+            )
+        comps = split_relpath(b"/".join(best[2]))
+        return best[1], comps
+    if chosen is None:
+        if len(roots) > 1:
+            raise AmbiguousRoot(
+                "a relative path with several roots is ambiguous; pass `root` or an absolute path"
+            )
+        chosen = roots[0]
+    return chosen, split_relpath(raw)

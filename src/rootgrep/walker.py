@@ -1,0 +1,257 @@
+"""Walker: dirfd-relative traversal of a root, with ignore rules, in path order.
+
+Each directory is opened by a single name relative to its parent's fd with ``O_NOFOLLOW``, so the
+walk cannot leave the root however the tree changes under it; symlinks are never followed (their
+targets inside the root are found at their real place). Entries come out in component-wise byte
+order (the order of ``rg --sort path``), grouped in ``DirBatch`` runs that carry their own
+directory fd, so a consumer opens each file by one name beneath an already-confined fd.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat as stat_mod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pathspec import GitIgnoreSpec
+
+from . import confine
+from .confine import Beneath, Entry
+from .errors import NotRegularFile, RootgrepError
+
+IGNORE_FILES: tuple[bytes, ...] = (b".ignore", b".gitignore")  # higher precedence first
+MAX_IGNORE_FILE_BYTES = 1 << 20
+MAX_HELD_FDS = 64  # directory fds kept open along the current path; deeper ones are reopened
+
+
+@dataclass(frozen=True, slots=True)
+class WalkOptions:
+    hidden: bool = False
+    no_ignore: bool = False
+    max_file_size: int | None = None  # when set, files are stat'ed and larger ones skipped
+
+
+@dataclass(slots=True)
+class FileEntry:
+    name: bytes
+    path: bytes  # root-relative, '/'-separated
+    stat: os.stat_result | None = None
+
+
+@dataclass(slots=True)
+class DirBatch:
+    """A run of files from one directory and a dup of that directory's fd (closed by ``close``)."""
+
+    dir: bytes
+    fd: int
+    files: list[FileEntry]
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> DirBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(slots=True)
+class _Level:
+    """The ignore files of one directory; ``base`` is that directory, root-relative."""
+
+    base: bytes
+    specs: list[GitIgnoreSpec]
+
+
+@dataclass(slots=True)
+class _Frame:
+    rel: bytes
+    fd: int
+    entries: list[Entry]
+    levels: list[_Level]
+    idx: int = 0
+
+
+@dataclass
+class Walker:
+    """Walk ``start`` (root-relative) beneath ``fs``; see ``batches`` and ``files``."""
+
+    fs: Beneath
+    start: bytes = b""
+    options: WalkOptions = field(default_factory=WalkOptions)
+    errors: list[tuple[bytes, str]] = field(default_factory=list)
+
+    def files(self) -> Iterator[FileEntry]:
+        for batch in self.batches():
+            with batch:
+                yield from batch.files
+
+    def batches(self) -> Iterator[DirBatch]:
+        comps = confine.split_relpath(self.start)
+        start = b"/".join(comps)
+        st = self.fs.stat(comps)
+        if stat_mod.S_ISREG(st.st_mode):
+            # An explicit file is searched even if hidden or ignored (as ripgrep does).
+            dirfd, name = self.fs.open_parent(comps)
+            yield DirBatch(b"/".join(comps[:-1]), dirfd, [FileEntry(name, start, st)])
+            return
+        if not stat_mod.S_ISDIR(st.st_mode):
+            raise NotRegularFile(f"'{confine.display(start)}' is neither a file nor a directory")
+        fd = self.fs.open_dir(comps)
+        levels = [] if self.options.no_ignore else self._ancestor_levels(comps)
+        frames: list[_Frame] = []
+        try:
+            frames.append(self._enter(start, fd, levels))
+            while frames:
+                top = frames[-1]
+                run: list[FileEntry] = []
+                descended = False
+                while top.idx < len(top.entries):
+                    e = top.entries[top.idx]
+                    top.idx += 1
+                    rel = top.rel + b"/" + e.name if top.rel else e.name
+                    if e.kind == "file":
+                        fe = FileEntry(e.name, rel)
+                        if self.options.max_file_size is not None:
+                            fe.stat = self._stat(top, e.name, rel)
+                            if fe.stat is None or fe.stat.st_size > self.options.max_file_size:
+                                continue
+                        run.append(fe)
+                        continue
+                    # a directory: emit the files before it, then descend
+                    if run:
+                        yield DirBatch(top.rel, os.dup(self._fd(top)), run)
+                        run = []
+                    child = self._open_child(top, e.name, rel)
+                    if child is not None:
+                        frames.append(self._enter(rel, child, top.levels))
+                        self._bound_fds(frames)
+                        descended = True
+                        break
+                if descended:
+                    continue
+                if run:
+                    yield DirBatch(top.rel, os.dup(self._fd(top)), run)
+                frames.pop()
+                if top.fd >= 0:
+                    os.close(top.fd)
+        finally:
+            for f in frames:
+                if f.fd >= 0:
+                    os.close(f.fd)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _enter(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
+        try:
+            listing = confine.scan_fd(fd)
+        except OSError as e:
+            self.errors.append((rel, e.strerror or "cannot list"))
+            listing = []
+        levels = parent_levels
+        if not self.options.no_ignore:
+            level = self._load_level(fd, rel, listing)
+            if level is not None:
+                levels = [*parent_levels, level]
+        kept: list[Entry] = []
+        for e in listing:
+            if e.kind not in ("file", "dir"):
+                continue  # symlinks are never followed; FIFOs, sockets and devices never read
+            verdict = self._ignored(levels, rel, e) if levels else None
+            if verdict is True:
+                continue
+            if verdict is None and not self.options.hidden and e.name.startswith(b"."):
+                continue
+            kept.append(e)
+        return _Frame(rel, fd, kept, levels)
+
+    def _ignored(self, levels: list[_Level], rel: bytes, e: Entry) -> bool | None:
+        """True: ignored; False: whitelisted by a negation; None: no rule matched.
+        The deepest directory decides first; within one, ``.ignore`` beats ``.gitignore``."""
+        full = rel + b"/" + e.name if rel else e.name
+        suffix = b"/" if e.kind == "dir" else b""
+        for level in reversed(levels):
+            sub = full[len(level.base) + 1 :] if level.base else full
+            text = os.fsdecode(sub + suffix)
+            for spec in level.specs:
+                include = spec.check_file(text).include
+                if include is not None:
+                    return include
+        return None
+
+    def _load_level(self, fd: int, rel: bytes, listing: list[Entry]) -> _Level | None:
+        present = {e.name for e in listing if e.kind == "file" and e.name in IGNORE_FILES}
+        if not present:
+            return None
+        specs: list[GitIgnoreSpec] = []
+        for name in IGNORE_FILES:
+            if name not in present:
+                continue
+            try:
+                ffd, st = confine.open_file_at(fd, name)
+            except (OSError, RootgrepError):
+                continue
+            try:
+                data, _ = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
+            finally:
+                os.close(ffd)
+            lines = data.decode("utf-8", "surrogateescape").splitlines()
+            specs.append(GitIgnoreSpec.from_lines(lines))
+        return _Level(rel, specs) if specs else None
+
+    def _ancestor_levels(self, comps: list[bytes]) -> list[_Level]:
+        """Ignore files of the root and of each directory above ``start`` (inside the root)."""
+        levels: list[_Level] = []
+        for i in range(len(comps)):
+            try:
+                fd = self.fs.open_dir(comps[:i])
+            except RootgrepError:
+                continue
+            try:
+                level = self._load_level(fd, b"/".join(comps[:i]), confine.scan_fd(fd))
+            finally:
+                os.close(fd)
+            if level is not None:
+                levels.append(level)
+        return levels
+
+    def _open_child(self, top: _Frame, name: bytes, rel: bytes) -> int | None:
+        try:
+            return confine.open_dir_at(self._fd(top), name)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                self.errors.append((rel, e.strerror or "cannot open"))
+            return None
+        except RootgrepError as e:
+            self.errors.append((rel, e.message))
+            return None
+
+    def _stat(self, top: _Frame, name: bytes, rel: bytes) -> os.stat_result | None:
+        try:
+            st = confine.stat_at(self._fd(top), name)
+        except OSError:
+            return None
+        return st if stat_mod.S_ISREG(st.st_mode) else None
+
+    def _fd(self, frame: _Frame) -> int:
+        if frame.fd < 0:  # closed to bound fds on a deep tree: reopen beneath the root
+            frame.fd = self.fs.open_dir(frame.rel, no_symlinks=True)
+        return frame.fd
+
+    @staticmethod
+    def _bound_fds(frames: list[_Frame]) -> None:
+        if len(frames) > MAX_HELD_FDS:
+            old = frames[-MAX_HELD_FDS - 1]
+            if old.fd >= 0:
+                os.close(old.fd)
+                old.fd = -1
+
+
+def list_files(fs: Beneath, start: bytes = b"", **options: bool | int | None) -> list[bytes]:
+    """Root-relative paths of every file the walker yields, in order (a convenience)."""
+    return [f.path for f in Walker(fs, start, WalkOptions(**options)).files()]  # type: ignore[arg-type]
