@@ -18,8 +18,7 @@ from .confine import display
 from .errors import RootgrepError
 from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Matcher, run_grep
 from .roots import Root, pin_root
-from .walker import WalkOptions, Walker
-
+from .walker import Walker, WalkOptions
 
 VERBS = {"grep": "exact line search, output like `rg -n`"}
 
@@ -43,16 +42,31 @@ def _grep_parser() -> argparse.ArgumentParser:
     g.add_argument("-e", "--regex", action="store_true", help="PATTERN is an RE2 regex")
     g.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
     g.add_argument("-w", "--word", action="store_true", help="match whole words only")
-    g.add_argument("-C", "--context", type=int, default=0, metavar="N",
-                   help=f"show N lines around each match (at most {MAX_CONTEXT})")
+    g.add_argument(
+        "-C",
+        "--context",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"show N lines around each match (at most {MAX_CONTEXT})",
+    )
     g.add_argument("--hidden", action="store_true", help="search hidden files and directories")
     g.add_argument("--no-ignore", action="store_true", help="ignore .gitignore/.ignore rules")
     g.add_argument("--json", action="store_true", help="one JSON object per matching line")
-    g.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES",
-                   help="skip files larger than this (default 20 MiB)")
+    g.add_argument(
+        "--max-file-size",
+        type=int,
+        default=DEFAULT_MAX_FILE_SIZE,
+        metavar="BYTES",
+        help="skip files larger than this (default 20 MiB)",
+    )
     g.add_argument("--symlinks", choices=("within", "never"), default="within")
-    g.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1),
-                   help="worker threads (default: cores, at most 4)")
+    g.add_argument(
+        "--threads",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        help="worker threads (default: cores, at most 4)",
+    )
     return g
 
 
@@ -101,8 +115,11 @@ def _grep(args: argparse.Namespace) -> int:
             sink = _JsonSink(out, root) if args.json else _TextSink(out, prefix, args.context)
             walker = Walker(root.fs, b"", WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore))
             stats = run_grep(
-                matcher, walker.batches(), sink,
-                max_file_size=args.max_file_size, threads=args.threads,
+                matcher,
+                walker.batches(),
+                sink,
+                max_file_size=args.max_file_size,
+                threads=args.threads,
             )
             total += stats.matches
             for rel, why in walker.errors:
@@ -145,11 +162,13 @@ class _TextSink:
                 lines.setdefault(lm.line + 1 + i, (t, False))
         prev = None
         for n in sorted(lines):
-            if prev is not None and n != prev + 1 or prev is None and not self.first:
+            if (prev is not None and n != prev + 1) or (prev is None and not self.first):
                 w(b"--\n")
             text, is_match = lines[n]
-            w(b"%s%s%d%s%s\n" % (path, b":" if is_match else b"-", n, b":" if is_match else b"-",
-                                 text))
+            w(
+                b"%s%s%d%s%s\n"
+                % (path, b":" if is_match else b"-", n, b":" if is_match else b"-", text)
+            )
             prev = n
         self.first = False
         return True

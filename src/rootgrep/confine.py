@@ -331,9 +331,7 @@ class Beneath:
         except OSError:
             canonical = os.fsencode(os.path.realpath(raw))
         announced = os.fsencode(os.path.abspath(raw))
-        return cls(
-            fd, canonical, aliases=(announced,), symlinks=symlinks, use_openat2=use_openat2
-        )
+        return cls(fd, canonical, aliases=(announced,), symlinks=symlinks, use_openat2=use_openat2)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -367,7 +365,9 @@ class Beneath:
             return os.open(b".", flags & ~os.O_NOFOLLOW, dir_fd=self.fd)
         never = no_symlinks or self.symlinks == "never"
         if self.use_openat2:
-            resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (RESOLVE_NO_SYMLINKS if never else 0)
+            resolve = (
+                RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (RESOLVE_NO_SYMLINKS if never else 0)
+            )
             try:
                 return _raw_openat2(
                     self.fd, b"/".join(comps), flags | (0 if follow else os.O_NOFOLLOW), resolve
@@ -375,7 +375,13 @@ class Beneath:
             except OSError as e:
                 # EXDEV/ELOOP may be an absolute link that stays inside, or a refused link:
                 # the component walk below gives the precise, equally confined verdict.
-                if e.errno not in (errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN):
+                if e.errno not in (
+                    errno.EXDEV,
+                    errno.ELOOP,
+                    errno.ENOSYS,
+                    errno.EPERM,
+                    errno.EAGAIN,
+                ):
                     raise _error(e, comps) from None
                 if e.errno == errno.ENOSYS:
                     self.use_openat2 = False
@@ -581,7 +587,11 @@ class Beneath:
                 if not (stat_mod.S_ISREG(old.st_mode) or stat_mod.S_ISLNK(old.st_mode)):
                     raise NotRegularFile(f"'{display(comps)}' is not a regular file")
             if mode is None:
-                mode = stat_mod.S_IMODE(old.st_mode) if old and stat_mod.S_ISREG(old.st_mode) else 0o644
+                mode = (
+                    stat_mod.S_IMODE(old.st_mode)
+                    if old and stat_mod.S_ISREG(old.st_mode)
+                    else 0o644
+                )
             tmp, fd = _create_temp(dirfd, name, mode)
             try:
                 view = memoryview(data)
@@ -657,4 +667,3 @@ def _rename_noreplace(dirfd: int, src: bytes, dst: bytes) -> None:
     # Filesystems without RENAME_NOREPLACE: link() refuses an existing target too.
     os.link(src, dst, src_dir_fd=dirfd, dst_dir_fd=dirfd, follow_symlinks=False)
     os.unlink(src, dir_fd=dirfd)
-

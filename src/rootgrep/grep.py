@@ -23,7 +23,9 @@ from .walker import DirBatch
 
 DEFAULT_MAX_FILE_SIZE = 20 << 20
 MAX_CONTEXT = 10
+UTF8_BOM = b"\xef\xbb\xbf"
 _UNANCHORED = re2._Anchor.UNANCHORED
+_NON_WORD = rb"[^\p{L}\p{M}\p{Nd}\p{Pc}\n]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +66,107 @@ class GrepSink(Protocol):
     def __call__(self, fm: FileMatches) -> bool: ...
 
 
+_META = set(".^$*+?()[]{}|\\")
+_ESCAPED_LITERALS = set("!\"#%&',-./:;<=>@_`~ ") | _META
+
+
+def required_literal(pattern: str) -> str | None:
+    """The longest run of plain characters every match of an RE2 ``pattern`` must contain,
+    or None when no such run is evident (alternation at the top level, inline flags).
+
+    Conservative: characters inside groups and classes never count, and a character made
+    optional by ``?``, ``*`` or ``{0,…}`` is dropped. A prefilter for live grep only.
+    """
+    if "(?" in pattern.replace("(?:", ""):
+        return None
+    best = ""
+    cur: list[str] = []
+    depth = 0
+    i, n = 0, len(pattern)
+
+    def flush() -> None:
+        nonlocal best, cur
+        if depth == 0 and len(cur) > len(best):
+            best = "".join(cur)
+        cur = []
+
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1] if i + 1 < n else ""
+            if nxt in _ESCAPED_LITERALS and nxt:
+                if depth == 0:
+                    cur.append(nxt)
+                i += 2
+                continue
+            if nxt in ("p", "P", "x") and i + 2 < n and pattern[i + 2] == "{":
+                end = pattern.find("}", i + 2)
+                i = n if end < 0 else end + 1
+            elif nxt in ("p", "P"):
+                i += 3
+            elif nxt == "x":
+                i += 4
+            elif nxt == "Q":
+                return None
+            else:
+                i += 2
+            flush()
+            continue
+        if c == "[":
+            flush()
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                if pattern[j] == "\\":
+                    j += 1
+                elif pattern.startswith("[:", j):
+                    end = pattern.find(":]", j + 2)
+                    j = end + 1 if end >= 0 else j
+                j += 1
+            i = j + 1
+            continue
+        if c == "(":
+            flush()
+            depth += 1
+        elif c == ")":
+            flush()
+            depth = max(0, depth - 1)
+        elif c == "|":
+            if depth == 0:
+                return None
+        elif c in "*?":
+            if cur:
+                cur.pop()
+            flush()
+        elif c == "{":
+            end = pattern.find("}", i)
+            spec = pattern[i + 1 : end] if end > 0 else ""
+            if spec and spec.split(",")[0].strip() in ("0", "") and cur:
+                cur.pop()
+            flush()
+            i = n if end < 0 else end + 1
+            continue
+        elif c == "+" or c in ".^$":
+            flush()
+        elif depth == 0:
+            cur.append(c)
+        i += 1
+    flush()
+    return best or None
+
+
 class Matcher:
-    """A compiled query: ``find(buf, pos)`` gives the span of the next match at or after pos."""
+    """A compiled query: ``find(buf, pos)`` gives the span of the next match at or after pos;
+    ``prefilter`` is a literal every matching line contains (None when there is none)."""
 
     def __init__(self, q: GrepQuery) -> None:
         self.query = q
         raw = q.pattern.encode("utf-8", "surrogateescape")
         self._literal: bytes | None = None
+        self.prefilter: bytes | None = None
         self._group = 0
         if not q.regex and q.case_sensitive and not q.whole_word:
             self._literal = raw
@@ -78,7 +174,8 @@ class Matcher:
             return
         body = raw if q.regex else re2.escape(raw)
         if q.whole_word:
-            body = rb"(?:^|\W)(" + body + rb")(?:$|\W)"
+            # Unicode word characters, as ripgrep's -w: no word char just before or after
+            body = rb"(?:^|" + _NON_WORD + rb")(" + body + rb")(?:$|" + _NON_WORD + rb")"
             self._group = 1
         opts = re2.Options()
         opts.never_nl = True  # a match never spans a line end (ripgrep's line-oriented rule)
@@ -88,46 +185,78 @@ class Matcher:
         try:
             self._re = re2.compile(b"(?m)" + body, opts)
         except re2.error as e:
-            msg = e.args[0].decode("utf-8", "replace") if e.args and isinstance(
-                e.args[0], bytes) else str(e)
+            msg = (
+                e.args[0].decode("utf-8", "replace")
+                if e.args and isinstance(e.args[0], bytes)
+                else str(e)
+            )
             msg = msg.split(": ", 1)[0]  # RE2 appends the (internally wrapped) pattern
             raise InvalidPattern(
                 f"the regex {q.pattern[:200]!r} does not compile ({msg}); RE2 syntax has no look-around or "
                 "backreferences, or pass regex=false for a literal"
             ) from None
         self._m = self._re._regexp.Match
+        if q.case_sensitive:
+            lit = q.pattern if not q.regex else required_literal(q.pattern)
+            if lit and len(lit.encode("utf-8", "surrogateescape")) >= 3:
+                self.prefilter = lit.encode("utf-8", "surrogateescape")
 
-    def find(self, buf: bytes, pos: int) -> tuple[int, int] | None:
+    def find(self, buf: bytes, pos: int, end: int = -1) -> tuple[int, int] | None:
         if self._literal is not None:
             i = buf.find(self._literal, pos)
             return None if i < 0 else (i, i + len(self._literal))
-        spans = self._m(_UNANCHORED, buf, pos, len(buf))
+        spans = self._m(_UNANCHORED, buf, pos, len(buf) if end < 0 else end)
         s = spans[self._group]
         if s[0] < 0:
             return None
         return s
+
+    def could_match(self, buf: bytes) -> bool:
+        """A cheap whole-file test: False means no line of ``buf`` can match."""
+        if self._literal is not None:
+            return self._literal in buf
+        if self.prefilter is not None:
+            return self.prefilter in buf
+        return self._m(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
 
 
 def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
     """Every matching line of ``buf`` (line numbers 1-based), with up to ``context`` lines of
     context on each side."""
     out: list[LineMatch] = []
+    if buf.startswith(UTF8_BOM):
+        buf = buf[3:]  # as ripgrep does: the BOM is not part of the first line's text
     n = len(buf)
     pos = 0
     line_no = 1
     counted = 0  # line_no is the number of the line that starts at or after `counted`
     find = m.find
+    pre = m.prefilter
     while pos <= n:
         if pos == n and (n == 0 or buf[n - 1] == 10):
             break  # nothing after the final line terminator
-        span = find(buf, pos)
-        if span is None:
-            break
+        if pre is not None:
+            # jump to the next line holding the required literal, then verify that line only
+            i = buf.find(pre, pos)
+            if i < 0:
+                break
+            ls = buf.rfind(b"\n", 0, i) + 1
+            le = buf.find(b"\n", i)
+            if le < 0:
+                le = n
+            span = find(buf, ls, le)
+            if span is None:
+                pos = le + 1
+                continue
+        else:
+            span = find(buf, pos)
+            if span is None:
+                break
+            ls = buf.rfind(b"\n", 0, span[0]) + 1
+            le = buf.find(b"\n", span[0])
+            if le < 0:
+                le = n
         s = span[0]
-        ls = buf.rfind(b"\n", 0, s) + 1
-        le = buf.find(b"\n", s)
-        if le < 0:
-            le = n
         line_no += buf.count(b"\n", counted, ls)
         counted = ls
         text = buf[ls:le]
@@ -180,7 +309,7 @@ def search_batch(
             if data is None:
                 continue
             searched += 1
-            if m.find(data, 0) is None:
+            if not m.could_match(data):
                 continue
             lines = search_buffer(m, data, context)
             if lines:
