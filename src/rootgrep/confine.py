@@ -10,6 +10,7 @@ outside. A path string is never opened by name (pinning the root is the one exce
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -47,6 +48,7 @@ _SYS_OPENAT2 = 437  # same number on x86_64 and aarch64
 _RENAME_NOREPLACE = 1
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _O_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
 _O_PATH = getattr(os, "O_PATH", 0o10000000) | os.O_CLOEXEC
 
 
@@ -406,10 +408,7 @@ class Beneath:
                     continue
                 cur = fds[-1] if fds else self.fd
                 last = all(c in (b"", b".") for c in pending)
-                if last:
-                    fl = flags | os.O_NOFOLLOW
-                else:
-                    fl = _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
+                fl = flags | os.O_NOFOLLOW if last else _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
                 try:
                     fd = os.open(comp, fl, dir_fd=cur)
                 except OSError as e:
@@ -420,15 +419,15 @@ class Beneath:
                         raise _error(e, comps) from None
                     links = self._push_link(target, pending, fds, links, never, comps)
                     continue
-                if last and follow and flags & _O_PATH == _O_PATH:
+                opened_link = last and follow and flags & _O_PATH == _O_PATH
+                if opened_link and stat_mod.S_ISLNK(os.fstat(fd).st_mode):
                     # O_PATH|O_NOFOLLOW opens a link itself: resolve it ourselves.
-                    if stat_mod.S_ISLNK(os.fstat(fd).st_mode):
-                        os.close(fd)
-                        target = _readlink_at(cur, comp)
-                        if target is None:
-                            raise NotFound(f"'{display(comps)}' changed while being resolved")
-                        links = self._push_link(target, pending, fds, links, never, comps)
-                        continue
+                    os.close(fd)
+                    target = _readlink_at(cur, comp)
+                    if target is None:
+                        raise NotFound(f"'{display(comps)}' changed while being resolved")
+                    links = self._push_link(target, pending, fds, links, never, comps)
+                    continue
                 if last:
                     return fd
                 fds.append(fd)
@@ -648,10 +647,8 @@ def _create_temp(dirfd: int, name: bytes, mode: int) -> tuple[bytes, int]:
 
 
 def _unlink_quiet(dirfd: int, name: bytes) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dirfd)
-    except OSError:
-        pass
 
 
 def _rename_noreplace(dirfd: int, src: bytes, dst: bytes) -> None:

@@ -192,8 +192,8 @@ class Matcher:
             )
             msg = msg.split(": ", 1)[0]  # RE2 appends the (internally wrapped) pattern
             raise InvalidPattern(
-                f"the regex {q.pattern[:200]!r} does not compile ({msg}); RE2 syntax has no look-around or "
-                "backreferences, or pass regex=false for a literal"
+                f"the regex {q.pattern[:200]!r} does not compile ({msg}); RE2 syntax has no "
+                "look-around or backreferences, or pass regex=false for a literal"
             ) from None
         self._m = self._re._regexp.Match
         if q.case_sensitive:
