@@ -49,6 +49,7 @@ _RENAME_NOREPLACE = 1
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _O_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
+_WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
 _O_PATH = getattr(os, "O_PATH", 0o10000000) | os.O_CLOEXEC
 
 
@@ -367,9 +368,9 @@ class Beneath:
             return os.open(b".", flags & ~os.O_NOFOLLOW, dir_fd=self.fd)
         never = no_symlinks or self.symlinks == "never"
         if self.use_openat2:
-            resolve = (
-                RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (RESOLVE_NO_SYMLINKS if never else 0)
-            )
+            resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
+            if never:
+                resolve |= RESOLVE_NO_SYMLINKS
             try:
                 return _raw_openat2(
                     self.fd, b"/".join(comps), flags | (0 if follow else os.O_NOFOLLOW), resolve
@@ -377,13 +378,7 @@ class Beneath:
             except OSError as e:
                 # EXDEV/ELOOP may be an absolute link that stays inside, or a refused link:
                 # the component walk below gives the precise, equally confined verdict.
-                if e.errno not in (
-                    errno.EXDEV,
-                    errno.ELOOP,
-                    errno.ENOSYS,
-                    errno.EPERM,
-                    errno.EAGAIN,
-                ):
+                if e.errno not in _WALK_DECIDES:
                     raise _error(e, comps) from None
                 if e.errno == errno.ENOSYS:
                     self.use_openat2 = False

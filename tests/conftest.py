@@ -1,0 +1,98 @@
+"""Shared fixtures: real trees in tmp dirs, a secret outside the root, both resolution modes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rootgrep.confine import Beneath, openat2_available
+from rootgrep.errors import RootgrepError
+
+MARKER = "SECRET-MARKER-7f3a9c"
+BIN = Path(sys.executable).parent
+RG = str(BIN / "rg")
+ROOTGREP = str(BIN / "rootgrep")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=["openat2", "fallback"])
+def mode(request: pytest.FixtureRequest) -> str:
+    if request.param == "openat2" and not openat2_available():
+        pytest.skip("openat2 is not available on this kernel")
+    return str(request.param)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    """``tmp/root`` (the root), ``tmp/outside/secret.txt`` (must never leak) and a sibling
+    ``tmp/root-evil`` whose name shares the root's prefix."""
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("alpha\n")
+    (root / "sub" / "b.txt").write_text("beta\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text(f"{MARKER}\n")
+    evil = tmp_path / "root-evil"
+    evil.mkdir()
+    (evil / "x.txt").write_text(f"{MARKER} evil\n")
+    return tmp_path
+
+
+@pytest.fixture
+def fs(world: Path, mode: str) -> Iterator[Beneath]:
+    b = Beneath.pin(str(world / "root"), use_openat2=(mode == "openat2"))
+    assert b.use_openat2 == (mode == "openat2")
+    yield b
+    b.close()
+
+
+def assert_no_marker(*outputs: object) -> None:
+    for out in outputs:
+        text = out if isinstance(out, str | bytes) else repr(out)
+        if isinstance(text, bytes):
+            assert MARKER.encode() not in text
+        else:
+            assert MARKER not in text
+
+
+def error_code(fn: object, *args: object, **kwargs: object) -> str:
+    """Call ``fn`` and return the SPEC code of the RootgrepError it raises (asserting it does),
+    checking that the message never carries the secret."""
+    try:
+        result = fn(*args, **kwargs)  # type: ignore[operator]
+    except RootgrepError as e:
+        assert_no_marker(str(e))
+        assert str(e).startswith(f"[{e.code}] ")
+        return e.code
+    assert_no_marker(result)
+    raise AssertionError(f"expected an error, got {result!r}")
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(scope="session")
+def stdlib_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the interpreter's standard library ``*.py`` files (no site-packages)."""
+    src = Path(sysconfig.get_paths()["stdlib"])
+    dst = tmp_path_factory.mktemp("stdlib") / "lib"
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = [d for d in dirnames if d not in ("site-packages", "__pycache__")]
+        rel = Path(dirpath).relative_to(src)
+        for name in filenames:
+            if name.endswith(".py"):
+                (dst / rel).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(Path(dirpath) / name, dst / rel / name)
+    return dst

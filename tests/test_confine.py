@@ -1,0 +1,385 @@
+"""The attack catalogue of CONFINEMENT.md at the confinement and path-resolution layer.
+
+Every row runs in both resolution modes (openat2 and the component walk) and asserts the SPEC
+error code, and that the secret's marker never appears in any output or message.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from conftest import MARKER, assert_no_marker, error_code, fd_count
+from rootgrep.confine import Beneath, is_binary, split_relpath
+from rootgrep.errors import RootgrepError
+from rootgrep.roots import Root, pin_root, resolve_target
+
+
+@pytest.fixture
+def root(world: Path, mode: str) -> Iterator[Root]:
+    r = pin_root(str(world / "root"), use_openat2=(mode == "openat2"))
+    yield r
+    r.close()
+
+
+def read(root: Root, path: str) -> bytes:
+    """What a read tool does: map the argument to a root, then read beneath its fd."""
+    r, comps = resolve_target([root], path)
+    return r.fs.read(comps).data
+
+
+def uri(p: Path | str, tail: str = "") -> str:
+    return "file://" + quote(str(p)) + tail
+
+
+# -- traversal -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside/secret.txt",
+        "sub/../../outside/secret.txt",
+        "sub/../../root/../outside/secret.txt",
+        "..",
+        "../root-evil/x.txt",
+    ],
+)
+def test_relative_traversal_is_refused(root: Root, path: str) -> None:
+    assert error_code(read, root, path) == "outside_roots"
+
+
+def test_absolute_paths_outside_and_sibling_prefix(root: Root, world: Path) -> None:
+    assert error_code(read, root, "/etc/passwd") == "outside_roots"
+    assert error_code(read, root, str(world / "outside" / "secret.txt")) == "outside_roots"
+    # /w/root-evil is not inside /w/root: containment is by components, not string prefix
+    assert error_code(read, root, str(world / "root-evil" / "x.txt")) == "outside_roots"
+    assert error_code(read, root, uri(world / "root-evil" / "x.txt")) == "outside_roots"
+    # a parent that does not exist is still outside
+    assert error_code(read, root, str(world / "nope" / "x")) == "outside_roots"
+
+
+def test_dotdot_that_stays_inside_is_allowed(root: Root, world: Path) -> None:
+    assert read(root, "sub/../a.txt") == b"alpha\n"
+    assert read(root, str(world / "root" / "sub" / ".." / "a.txt")) == b"alpha\n"
+    assert read(root, "./sub/./b.txt") == b"beta\n"
+
+
+@pytest.mark.parametrize(
+    "tail", ["/%2e%2e/outside/secret.txt", "/%2E%2E/outside/secret.txt", "/..%2foutside%2fsecret.txt"]
+)
+def test_percent_encoded_traversal_is_decoded_once_then_refused(
+    root: Root, world: Path, tail: str
+) -> None:
+    assert error_code(read, root, uri(world / "root", tail)) == "outside_roots"
+
+
+def test_double_encoding_is_a_literal_name(root: Root, world: Path) -> None:
+    tail = "/%252e%252e/outside/secret.txt"
+    assert error_code(read, root, uri(world / "root", tail)) == "not_found"
+    literal = world / "root" / "%2e%2e"
+    literal.mkdir()
+    (literal / "f.txt").write_text("literal\n")
+    assert read(root, uri(world / "root", "/%252e%252e/f.txt")) == b"literal\n"
+
+
+def test_encoded_slash_decodes_to_a_separator(root: Root, world: Path) -> None:
+    assert read(root, uri(world / "root", "/sub%2fb.txt")) == b"beta\n"
+
+
+def test_nul_is_refused_before_any_syscall(root: Root, world: Path) -> None:
+    assert error_code(read, root, uri(world / "root", "/a.txt%00.png")) == "invalid_uri"
+    assert error_code(read, root, "a.txt\0") == "invalid_path"
+    assert error_code(root.fs.read, b"a\0b") == "invalid_path"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "%c0%ae%c0%ae/outside/secret.txt",  # overlong UTF-8: never decoded leniently to '.'
+        "．．/outside/secret.txt",  # fullwidth full stops: never NFKC-normalised
+        "‥/outside/secret.txt",
+        "．．／outside／secret.txt",
+        "..\\..\\outside\\secret.txt",  # backslashes are ordinary characters on POSIX
+        "C:\\outside\\secret.txt",
+        "\\\\host\\share\\secret.txt",
+        "~/.ssh/id_rsa",  # ~ is not expanded
+    ],
+)
+def test_lookalikes_are_literal_names(root: Root, path: str) -> None:
+    assert error_code(read, root, path) == "not_found"
+
+
+def test_overlong_utf8_in_a_uri_stays_bytes(root: Root, world: Path) -> None:
+    assert error_code(read, root, uri(world / "root", "/%c0%ae%c0%ae/outside")) == "not_found"
+
+
+def test_a_literal_backslash_name_is_readable(root: Root, world: Path) -> None:
+    (world / "root" / "..\\x").write_text("odd\n")
+    assert read(root, "..\\x") == b"odd\n"
+
+
+def test_case_variant_of_the_root_is_not_the_root(root: Root, world: Path) -> None:
+    upper = str(world / "ROOT" / "a.txt")
+    assert error_code(read, root, upper) == "outside_roots"
+
+
+def test_long_names_and_paths_are_invalid(root: Root) -> None:
+    assert error_code(read, root, "x" * 256) == "invalid_path"
+    assert error_code(read, root, "/".join(["d"] * 2100)) == "invalid_path"
+
+
+# -- symlinks --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def links(world: Path) -> Path:
+    r = world / "root"
+    secret = world / "outside" / "secret.txt"
+    os.symlink("sub/b.txt", r / "in_rel")
+    os.symlink(str(r / "a.txt"), r / "in_abs")
+    os.symlink("../outside/secret.txt", r / "out_rel")
+    os.symlink(str(secret), r / "out_abs")
+    os.symlink("../outside", r / "out_dir")
+    os.symlink("../root-evil", r / "evil_dir")
+    os.symlink(f"/proc/self/root{secret}", r / "proc_root")
+    os.symlink("sub/../../outside/secret.txt", r / "out_chain")
+    os.symlink("loop_b", r / "loop_a")
+    os.symlink("loop_a", r / "loop_b")
+    os.symlink("sub", r / "in_dir")
+    return r
+
+
+def test_symlinks_within_the_root_are_followed(root: Root, links: Path) -> None:
+    assert read(root, "in_rel") == b"beta\n"
+    assert read(root, "in_abs") == b"alpha\n"  # an absolute link that stays inside
+    assert read(root, "in_dir/b.txt") == b"beta\n"
+    assert [e.name for e in root.fs.list_dir("in_dir")] == [b"b.txt"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["out_rel", "out_abs", "out_dir/secret.txt", "evil_dir/x.txt", "proc_root", "out_chain"],
+)
+def test_symlinks_leaving_the_root_are_refused(root: Root, links: Path, path: str) -> None:
+    assert error_code(read, root, path) == "outside_roots"
+    assert error_code(root.fs.stat, path) == "outside_roots"
+
+
+def test_escaping_directory_link_cannot_be_listed(root: Root, links: Path) -> None:
+    assert error_code(root.fs.list_dir, "out_dir") == "outside_roots"
+    assert error_code(root.fs.list_dir, "evil_dir") == "outside_roots"
+
+
+def test_magic_fd_link_is_refused(root: Root, world: Path) -> None:
+    fd = os.open(world / "outside" / "secret.txt", os.O_RDONLY)
+    try:
+        os.symlink(f"/proc/self/fd/{fd}", world / "root" / "fdlink")
+        os.symlink(f"/proc/{os.getpid()}/fd/{fd}", world / "root" / "pidlink")
+        assert error_code(read, root, "fdlink") == "outside_roots"
+        assert error_code(read, root, "pidlink") == "outside_roots"
+    finally:
+        os.close(fd)
+
+
+def test_symlink_loop_does_not_hang(root: Root, links: Path) -> None:
+    started = time.monotonic()
+    assert error_code(read, root, "loop_a") in ("invalid_path", "outside_roots")
+    assert time.monotonic() - started < 5
+
+
+def test_stat_without_following_describes_the_link_itself(root: Root, links: Path) -> None:
+    st = root.fs.stat("out_abs", follow=False)
+    assert stat.S_ISLNK(st.st_mode)
+
+
+def test_policy_never_refuses_every_link(world: Path, links: Path, mode: str) -> None:
+    fs = Beneath.pin(str(world / "root"), symlinks="never", use_openat2=(mode == "openat2"))
+    try:
+        assert error_code(fs.read, "in_rel") == "outside_roots"
+        assert error_code(fs.read, "in_dir/b.txt") == "outside_roots"
+        assert fs.read("sub/b.txt").data == b"beta\n"
+    finally:
+        fs.close()
+
+
+def test_root_announced_through_a_symlink(world: Path, mode: str) -> None:
+    alias = world / "alias"
+    os.symlink(world / "root", alias)
+    r = pin_root(str(alias), use_openat2=(mode == "openat2"))
+    try:
+        assert r.path == os.fsencode(world / "root")
+        assert r.uri == uri(world / "root")
+        # both spellings work for requests
+        assert read(r, str(alias / "a.txt")) == b"alpha\n"
+        assert read(r, str(world / "root" / "a.txt")) == b"alpha\n"
+        assert read(r, uri(alias, "/sub/b.txt")) == b"beta\n"
+        assert error_code(read, r, str(alias / ".." / "outside" / "secret.txt")) == (
+            "outside_roots"
+        )
+    finally:
+        r.close()
+
+
+# -- special files ---------------------------------------------------------------------------
+
+
+def _with_deadline(fn: object, seconds: float = 5.0) -> object:
+    box: list[object] = []
+    t = threading.Thread(target=lambda: box.append(_capture(fn)), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the operation blocked"
+    return box[0]
+
+
+def _capture(fn: object) -> object:
+    try:
+        return fn()  # type: ignore[operator]
+    except RootgrepError as e:
+        return e
+
+
+def test_fifo_device_and_socket_are_not_regular_and_never_block(root: Root, world: Path) -> None:
+    r = world / "root"
+    os.mkfifo(r / "fifo")
+    os.mknod(r / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(r / "sock"))
+    try:
+        for name in ("fifo", "null", "sock"):
+            res = _with_deadline(lambda name=name: read(root, name))
+            assert isinstance(res, RootgrepError) and res.code == "not_regular_file", name
+    finally:
+        sock.close()
+
+
+def test_directory_is_not_a_file(root: Root) -> None:
+    assert error_code(read, root, "sub") == "not_a_file"
+    assert error_code(root.fs.list_dir, "a.txt") == "not_a_directory"
+
+
+def test_reads_are_capped_for_huge_and_sparse_files(root: Root, world: Path) -> None:
+    sparse = world / "root" / "sparse.txt"
+    with open(sparse, "wb") as f:
+        f.write(b"head\n")
+        f.truncate(1 << 30)  # 1 GiB, nearly all holes
+    res = root.fs.read("sparse.txt", max_bytes=1 << 20, allow_binary=True)
+    assert len(res.data) == 1 << 20 and res.truncated
+    assert is_binary(res.data)  # holes read as NUL bytes
+    assert error_code(root.fs.read, "sparse.txt") == "binary_file"
+    small = root.fs.read("a.txt", max_bytes=3)
+    assert small.data == b"alp" and small.truncated
+
+
+def test_hard_link_to_outside_is_readable_but_writes_never_change_the_outside_inode(
+    root: Root, world: Path
+) -> None:
+    secret = world / "outside" / "secret.txt"
+    os.link(secret, world / "root" / "hard.txt")
+    # invisible to path checks: the content is readable (SPEC catalogue), by design
+    assert MARKER.encode() in read(root, "hard.txt")
+    before = secret.stat()
+    root.fs.atomic_write("hard.txt", b"replaced\n")
+    assert secret.read_text() == f"{MARKER}\n"
+    assert secret.stat().st_ino == before.st_ino and secret.stat().st_nlink == 1
+    assert read(root, "hard.txt") == b"replaced\n"
+
+
+def test_write_over_an_escaping_symlink_replaces_the_link(root: Root, links: Path) -> None:
+    secret = links.parent / "outside" / "secret.txt"
+    root.fs.atomic_write("out_abs", b"mine\n")
+    assert secret.read_text() == f"{MARKER}\n"
+    assert not os.path.islink(links / "out_abs")
+    assert error_code(root.fs.atomic_write, "out_dir/new.txt", b"x") == "outside_roots"
+    assert not (links.parent / "outside" / "new.txt").exists()
+
+
+def test_atomic_write_create_only_and_modes(root: Root, world: Path) -> None:
+    st = root.fs.atomic_write("new.txt", b"one\n", create_only=True)
+    assert stat.S_ISREG(st.st_mode)
+    assert error_code(root.fs.atomic_write, "new.txt", b"two\n", create_only=True) == "exists"
+    os.chmod(world / "root" / "new.txt", 0o640)
+    root.fs.atomic_write("new.txt", b"two\n")
+    assert (world / "root" / "new.txt").read_bytes() == b"two\n"
+    assert stat.S_IMODE((world / "root" / "new.txt").stat().st_mode) == 0o640
+    assert error_code(root.fs.atomic_write, "sub", b"x") == "not_a_file"
+    leftovers = [n for n in os.listdir(world / "root") if ".rootgrep-" in n]
+    assert leftovers == []
+
+
+# -- odd names, depth, lifecycle ---------------------------------------------------------------
+
+
+def test_odd_names_are_listed_and_readable(root: Root, world: Path) -> None:
+    r = os.fsencode(world / "root")
+    for name in (b"new\nline.txt", b"bad\xff\xfe.txt", b" lead space", b"-dash"):
+        with open(r + b"/" + name, "wb") as f:
+            f.write(b"odd\n")
+        assert root.fs.read(name).data == b"odd\n"
+    names = {e.name for e in root.fs.list_dir()}
+    assert {b"new\nline.txt", b"bad\xff\xfe.txt", b" lead space", b"-dash"} <= names
+
+
+def test_deep_tree_resolves_with_bounded_fds(root: Root, world: Path) -> None:
+    parts = ["d"] * 400
+    deep = world / "root" / Path(*parts)
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("deep\n")
+    before = fd_count()
+    assert read(root, "/".join([*parts, "f.txt"])) == b"deep\n"
+    assert read(root, "/".join([*parts, "..", "..", *parts[:2], "f.txt"])) == b"deep\n"
+    assert fd_count() == before
+
+
+def test_no_fd_leaks_on_errors(root: Root, links: Path) -> None:
+    before = fd_count()
+    for _ in range(50):
+        for p in ("out_dir/secret.txt", "nope/x", "sub/../../x", "loop_a", "in_dir/b.txt", "sub"):
+            try:
+                read(root, p)
+            except RootgrepError:
+                pass
+    assert fd_count() == before
+
+
+def test_root_deleted_mid_session_gives_clean_errors(root: Root, world: Path) -> None:
+    (world / "root" / "a.txt").unlink()
+    (world / "root" / "sub" / "b.txt").unlink()
+    (world / "root" / "sub").rmdir()
+    (world / "root").rmdir()
+    assert error_code(read, root, "a.txt") == "not_found"
+    assert error_code(root.fs.list_dir, "sub") == "not_found"
+
+
+def test_root_renamed_mid_session_stays_pinned(root: Root, world: Path) -> None:
+    os.rename(world / "root", world / "moved")
+    (world / "root").mkdir()  # an impostor at the old name
+    (world / "root" / "a.txt").write_text(f"{MARKER} impostor\n")
+    assert read(root, "a.txt") == b"alpha\n"  # the pinned fd follows the real directory
+
+
+def test_split_relpath_keeps_dotdot_and_drops_dots() -> None:
+    assert split_relpath("a/./b//c/") == [b"a", b"b", b"c"]
+    assert split_relpath("a/../b") == [b"a", b"..", b"b"]
+    assert split_relpath("") == []
+    assert error_code(split_relpath, "/abs") == "outside_roots"
+
+
+def test_every_read_path_stays_quiet_about_the_secret(root: Root, links: Path) -> None:
+    outputs: list[object] = []
+    for p in ("out_rel", "out_abs", "out_dir/secret.txt", "proc_root", "../outside/secret.txt"):
+        for fn in (read, lambda r, p: r.fs.list_dir(p), lambda r, p: r.fs.stat(p)):
+            try:
+                outputs.append(fn(root, p))
+            except RootgrepError as e:
+                outputs.append(str(e))
+    assert_no_marker(*outputs)
