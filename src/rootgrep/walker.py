@@ -15,11 +15,10 @@ import stat as stat_mod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pathspec import GitIgnoreSpec
-
 from . import confine
 from .confine import Beneath, Entry
 from .errors import NotRegularFile, RootgrepError
+from .ignore import IgnoreFile
 
 IGNORE_FILES: tuple[bytes, ...] = (b".ignore", b".gitignore")  # higher precedence first
 MAX_IGNORE_FILE_BYTES = 1 << 20
@@ -65,7 +64,7 @@ class _Level:
     """The ignore files of one directory; ``base`` is that directory, root-relative."""
 
     base: bytes
-    specs: list[GitIgnoreSpec]
+    files: list[IgnoreFile]
 
 
 @dataclass(slots=True)
@@ -174,21 +173,20 @@ class Walker:
         """True: ignored; False: whitelisted by a negation; None: no rule matched.
         The deepest directory decides first; within one, ``.ignore`` beats ``.gitignore``."""
         full = rel + b"/" + e.name if rel else e.name
-        suffix = b"/" if e.kind == "dir" else b""
+        is_dir = e.kind == "dir"
         for level in reversed(levels):
             sub = full[len(level.base) + 1 :] if level.base else full
-            text = os.fsdecode(sub + suffix)
-            for spec in level.specs:
-                include = spec.check_file(text).include
-                if include is not None:
-                    return include
+            for rules in level.files:
+                verdict = rules.check(sub, is_dir)
+                if verdict is not None:
+                    return verdict
         return None
 
     def _load_level(self, fd: int, rel: bytes, listing: list[Entry]) -> _Level | None:
         present = {e.name for e in listing if e.kind == "file" and e.name in IGNORE_FILES}
         if not present:
             return None
-        specs: list[GitIgnoreSpec] = []
+        files: list[IgnoreFile] = []
         for name in IGNORE_FILES:
             if name not in present:
                 continue
@@ -200,9 +198,10 @@ class Walker:
                 data, _ = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
             finally:
                 os.close(ffd)
-            lines = data.decode("utf-8", "surrogateescape").splitlines()
-            specs.append(GitIgnoreSpec.from_lines(lines))
-        return _Level(rel, specs) if specs else None
+            rules = IgnoreFile.parse(data)
+            if rules:
+                files.append(rules)
+        return _Level(rel, files) if files else None
 
     def _ancestor_levels(self, comps: list[bytes]) -> list[_Level]:
         """Ignore files of the root and of each directory above ``start`` (inside the root)."""

@@ -1,0 +1,159 @@
+"""Print the benchmark results as Markdown: rootgrep against its peers, group by group.
+
+Usage: ``python benchmarks/report.py .benchmarks/latest.json`` (a file written by pytest's
+``--benchmark-json``). Each group (one corpus, one operation, one pattern) becomes a row with
+the median time of every tool and the ratios rootgrep/peer (above 1: rootgrep is slower).
+Benchmarks are paired by their ``extra_info`` (op, corpus, tool), not by their names.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CORPUS_ORDER = {"S": 0, "F": 1}
+
+
+@dataclass(frozen=True)
+class Table:
+    op: str
+    title: str
+    tools: tuple[tuple[str, str], ...]  # (tool key in extra_info, column heading)
+    ratios: tuple[tuple[str, str, str], ...]  # (numerator tool, denominator tool, heading)
+
+
+TABLES = (
+    Table(
+        "grep",
+        "Grep (median wall time)",
+        (("rootgrep", "rootgrep"), ("rootgrep-cli", "rootgrep CLI"), ("rg", "rg")),
+        (
+            ("rootgrep", "rg", "rootgrep / rg"),
+            ("rootgrep-cli", "rg", "rootgrep CLI / rg"),
+        ),
+    ),
+    Table(
+        "walk",
+        "Walk (median wall time)",
+        (("rootgrep", "walker"), ("os.walk", "os.walk"), ("rg --files", "rg --files")),
+        (
+            ("rootgrep", "os.walk", "walker / os.walk"),
+            ("rootgrep", "rg --files", "walker / rg --files"),
+        ),
+    ),
+)
+
+
+@dataclass
+class Group:
+    name: str
+    op: str
+    corpus: str
+    pattern: str | None
+    median: dict[str, float] = field(default_factory=dict)
+    count: dict[str, int] = field(default_factory=dict)
+    rg_count: int | None = None
+
+
+def load_groups(data: dict[str, Any]) -> list[Group]:
+    groups: dict[str, Group] = {}
+    for b in data.get("benchmarks", []):
+        info = b.get("extra_info", {})
+        if "tool" not in info or "op" not in info:
+            continue  # not one of ours
+        name = b.get("group") or f"{info['op']}-{info.get('corpus', '?')}"
+        g = groups.setdefault(
+            name, Group(name, info["op"], str(info.get("corpus", "?")), info.get("pattern"))
+        )
+        g.median[info["tool"]] = float(b["stats"]["median"])
+        if "count" in info:
+            g.count[info["tool"]] = int(info["count"])
+        if "rg_count" in info:
+            g.rg_count = int(info["rg_count"])
+    return sorted(groups.values(), key=lambda g: (CORPUS_ORDER.get(g.corpus, 9), g.name))
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_ratio(num: float | None, den: float | None) -> str:
+    if num is None or not den:
+        return "—"
+    return f"{num / den:.2f}×"
+
+
+def fmt_counts(g: Group, table: Table) -> str:
+    """The count every tool reported; a tool that disagrees with rg is shown apart."""
+    ref = g.rg_count
+    shown = [str(ref)] if ref is not None else []
+    for tool, heading in table.tools:
+        n = g.count.get(tool)
+        if n is not None and n != ref and tool != "os.walk":
+            shown.append(f"**{heading} {n}**")
+    return " ".join(shown) or "—"
+
+
+def render(table: Table, groups: Sequence[Group]) -> list[str]:
+    rows = [g for g in groups if g.op == table.op]
+    if not rows:
+        return []
+    grep = table.op == "grep"
+    head = ["group", "pattern"] if grep else ["group"]
+    n_text = len(head)  # left-aligned text columns; the rest are figures
+    head += [h for _, h in table.tools]
+    head += [h for _, _, h in table.ratios]
+    head.append("lines" if grep else "files")
+    align = ["---"] * n_text + ["---:"] * (len(head) - n_text)
+    out = [f"### {table.title}", "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    for g in rows:
+        cells = [g.name]
+        if grep:
+            cells.append(f"`{g.pattern}`" if g.pattern else "—")
+        cells += [fmt_time(g.median.get(t)) for t, _ in table.tools]
+        cells += [fmt_ratio(g.median.get(a), g.median.get(b)) for a, b, _ in table.ratios]
+        cells.append(fmt_counts(g, table))
+        out.append("| " + " | ".join(cells) + " |")
+    return [*out, ""]
+
+
+def machine_line(data: dict[str, Any]) -> str:
+    m = data.get("machine_info", {})
+    c = data.get("commit_info", {})
+    cpu = m.get("cpu", {}).get("brand_raw") or m.get("processor") or "?"
+    commit = (c.get("id") or "?")[:10] + (" (dirty)" if c.get("dirty") else "")
+    py = m.get("python_version", "?")
+    return f"_{data.get('datetime', '?')} · Python {py} · {cpu} · commit {commit}_"
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 2:
+        print(f"usage: {argv[0] if argv else 'report.py'} BENCHMARK_JSON", file=sys.stderr)
+        return 2
+    with open(argv[1], encoding="utf-8") as f:
+        data = json.load(f)
+    groups = load_groups(data)
+    if not groups:
+        print(f"no rootgrep benchmarks in {argv[1]}", file=sys.stderr)
+        return 1
+    lines = [machine_line(data), ""]
+    for table in TABLES:
+        lines += render(table, groups)
+    lines.append(
+        "Ratios above 1 mean rootgrep is slower. rootgrep in process runs one thread; the "
+        "rootgrep CLI and rg use their default threads. The counts are rg's; a tool that "
+        "disagrees is shown in bold."
+    )
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

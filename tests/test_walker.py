@@ -1,0 +1,265 @@
+"""The walker: same file list as ``rg --files``, confined, fd-bounded, robust to odd trees."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import MARKER, RG, fd_count
+from rootgrep.confine import Beneath
+from rootgrep.walker import Walker, WalkOptions, list_files
+
+RG_WALK = ["--files", "--sort", "path", "--null", "--no-require-git", "--no-ignore-global",
+           "--no-ignore-parent"]  # fmt: skip
+
+
+def rg_files(root: Path, *extra: str) -> list[bytes]:
+    out = subprocess.run([RG, *RG_WALK, *extra], cwd=root, capture_output=True, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    return [p for p in out.stdout.split(b"\0") if p]
+
+
+def write(root: Path, rel: str, text: str = "x\n") -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    files = [
+        "README.md", "setup.py", "src/app.py", "src/app.log", "src/keep.log", "src/gen/out.py",
+        "src/gen/keep/me.py", "build/x.o", "build/y.py", "docs/a.md", "docs/b.tmp",
+        "docs/deep/c.tmp", "docs/deep/d.md", "a-b/z.py", "a/z.py", "a.b", ".hidden.py",
+        ".config/x.py", "node_modules/pkg/index.js", "vendor/lib.py", "vendor/keep.py",
+        "top.txt", "sub/top.txt", "space name/f.py", "x/y/z/w.py",
+    ]  # fmt: skip
+    for f in files:
+        write(r, f)
+    write(r, ".gitignore", "*.log\n!keep.log\nbuild/\n/top.txt\nnode_modules\n# comment\n\n")
+    write(r, ".ignore", "vendor/*\n!vendor/keep.py\n")
+    write(r, "src/.gitignore", "gen/\n")
+    write(r, "src/.ignore", "!gen/\ngen/out.py\n")  # .ignore beats .gitignore in the same dir
+    write(r, "docs/.gitignore", "*.tmp\n")
+    write(r, "docs/deep/.gitignore", "!c.tmp\n")  # deeper beats shallower
+    os.symlink("src", r / "link_dir")
+    os.symlink("README.md", r / "link_file")
+    os.symlink(str(tmp_path), r / "escape")
+    os.mkfifo(r / "fifo")
+    return r
+
+
+@pytest.fixture
+def fs(tree: Path, mode: str) -> Iterator[Beneath]:
+    b = Beneath.pin(str(tree), use_openat2=(mode == "openat2"))
+    yield b
+    b.close()
+
+
+def test_file_list_equals_rg_files(fs: Beneath, tree: Path) -> None:
+    got = list_files(fs)
+    assert got == rg_files(tree)
+    assert b"src/gen/keep/me.py" in got and b"src/keep.log" in got and b"docs/deep/c.tmp" in got
+    assert b"link_file" not in got and b"fifo" not in got
+
+
+@pytest.mark.parametrize(
+    ("opts", "flags"),
+    [
+        ({"hidden": True}, ["--hidden"]),
+        ({"no_ignore": True}, ["--no-ignore"]),
+        ({"hidden": True, "no_ignore": True}, ["--hidden", "--no-ignore"]),
+    ],
+)
+def test_flags_equal_rg(fs: Beneath, tree: Path, opts: dict[str, bool], flags: list[str]) -> None:
+    assert list_files(fs, **opts) == rg_files(tree, *flags)
+
+
+def test_start_below_the_root_applies_ancestor_ignores(fs: Beneath, tree: Path) -> None:
+    got = list_files(fs, b"src")
+    assert got == [b"src/" + p for p in rg_files(tree / "src")] or got == [
+        p for p in rg_files(tree) if p.startswith(b"src/")
+    ]
+    assert b"src/app.log" not in got  # the root's *.log applies below it
+
+
+def test_explicit_file_start(fs: Beneath) -> None:
+    assert [f.path for f in Walker(fs, b"src/app.log").files()] == [b"src/app.log"]
+
+
+def test_symlinks_are_never_followed(fs: Beneath, tree: Path) -> None:
+    (tree.parent / "outside.txt").write_text(MARKER)
+    got = list_files(fs, hidden=True, no_ignore=True)
+    assert not any(p.startswith((b"link_dir", b"escape", b"link_file")) for p in got)
+
+
+def test_odd_names(tmp_path: Path, mode: str) -> None:
+    r = os.fsencode(tmp_path / "odd")
+    os.mkdir(r)
+    names = [b"new\nline.py", b"bad\xff.py", b"tab\t.py", b"\xe2\x80\xa5.py", b"-rf"]
+    for n in names:
+        with open(r + b"/" + n, "wb") as f:
+            f.write(b"x\n")
+    os.mkdir(r + b"/dir\xfe")
+    with open(r + b"/dir\xfe/in.py", "wb") as f:
+        f.write(b"x\n")
+    with Beneath.pin(r, use_openat2=(mode == "openat2")) as b:
+        got = list_files(b)
+    assert got == sorted([*names, b"dir\xfe/in.py"])
+    assert got == rg_files(Path(os.fsdecode(r)))
+
+
+def test_max_file_size_skips_large_files(fs: Beneath, tree: Path) -> None:
+    write(tree, "big.py", "x" * 5000)
+    got = [f.path for f in Walker(fs, b"", WalkOptions(max_file_size=4096)).files()]
+    assert b"big.py" not in got and b"setup.py" in got
+    assert all(f.stat is not None for f in Walker(fs, b"", WalkOptions(max_file_size=1)).files())
+
+
+def test_wide_tree_under_a_low_fd_limit(tmp_path: Path, mode: str) -> None:
+    r = tmp_path / "wide"
+    for i in range(3000):
+        (r / f"d{i:05}").mkdir(parents=True)
+        (r / f"d{i:05}" / "f.py").write_text("x\n")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:
+        with Beneath.pin(str(r), use_openat2=(mode == "openat2")) as b:
+            got = list_files(b)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(got) == 3000 and got[0] == b"d00000/f.py"
+
+
+def test_deep_tree_bounded_fds_and_no_recursion_limit(tmp_path: Path, mode: str) -> None:
+    r = tmp_path / "deep"
+    r.mkdir()
+    fd = os.open(r, os.O_RDONLY)
+    for _ in range(1200):  # deeper than the recursion limit would allow a recursive walker
+        os.mkdir("d", dir_fd=fd)
+        nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(os.open("leaf.py", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    (r / "top.py").write_text("x\n")
+    peak = 0
+    before = fd_count()
+    seen: list[bytes] = []
+    with Beneath.pin(str(r), use_openat2=(mode == "openat2")) as b:
+        for batch in Walker(b).batches():
+            with batch:
+                peak = max(peak, fd_count() - before)
+                seen.extend(f.path for f in batch.files)
+    assert seen == [b"d/" * 1200 + b"leaf.py", b"top.py"]
+    assert peak < 80  # MAX_HELD_FDS plus a few, not one per level
+    assert fd_count() == before
+    _remove_deep(r, 1200)  # shutil.rmtree recurses and would fail on this depth
+
+
+def _remove_deep(r: Path, depth: int) -> None:
+    for _ in range(depth - 1):  # pull the chain up one level at a time
+        os.rename(r / "d" / "d", r / "t")
+        os.rmdir(r / "d")
+        os.rename(r / "t", r / "d")
+    os.unlink(r / "d" / "leaf.py")
+    os.rmdir(r / "d")
+
+
+def test_no_fd_leak_when_the_consumer_stops_early(fs: Beneath) -> None:
+    before = fd_count()
+    it = Walker(fs).batches()
+    with next(it):
+        pass
+    it.close()
+    assert fd_count() == before
+
+
+def test_unreadable_directory_is_reported_not_fatal(fs: Beneath, tree: Path) -> None:
+    locked = tree / "locked"
+    locked.mkdir()
+    (locked / "x.py").write_text("x")
+    os.chmod(locked, 0)
+    try:
+        w = Walker(fs)
+        got = [f.path for f in w.files()]
+    finally:
+        os.chmod(locked, 0o755)
+    assert b"setup.py" in got
+    # as root, permissions do not stop us; as a user, the error is recorded instead
+    assert b"locked/x.py" in got or any(p == b"locked" for p, _ in w.errors)
+
+
+# -- ignore semantics against ripgrep on generated trees -------------------------------------
+
+NAMES = st.sampled_from(["a", "b", "ab", "x.py", "y.log", "z.md", ".h", "a.py"])
+PATTERNS = st.sampled_from(
+    ["*.log", "!y.log", "a", "a/", "/a", "b/", "!b/", "*.py", "!x.py", "a/*.py", "**/b",
+     "ab*", "!ab", "/z.md", "z.md", "*", "!*/", ".h", "!.h", "a/**", "[ax].py", "[!a]*",
+     "?.py", "a/**/a", "**/a/b", "\\!x.py", "*.py ", "b/**/", "#a"]
+)  # fmt: skip
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> tuple[list[str], dict[str, str]]:
+    files = draw(st.lists(st.lists(NAMES, min_size=1, max_size=3), min_size=1, max_size=12))
+    paths = sorted({"/".join(p) for p in files})
+    dirs = sorted({"/".join(p[:i]) for p in files for i in range(len(p))})
+    ignores = {}
+    for d in draw(st.lists(st.sampled_from(dirs), max_size=3, unique=True)):
+        kind = draw(st.sampled_from([".gitignore", ".ignore"]))
+        ignores[f"{d}/{kind}" if d else kind] = "\n".join(draw(st.lists(PATTERNS, max_size=4)))
+    return paths, ignores
+
+
+@settings(max_examples=150, deadline=None)
+@given(spec=trees())
+def test_generated_ignore_trees_equal_rg(spec: tuple[list[str], dict[str, str]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        _compare_generated(Path(tmp), *spec)
+
+
+def _compare_generated(root: Path, paths: list[str], ignores: dict[str, str]) -> None:
+    made = []
+    for p in paths:
+        target = root / p
+        if any(q.startswith(p + "/") for q in paths):
+            continue  # a name used as a directory elsewhere
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent.is_file():
+            continue
+        target.write_text("x\n")
+        made.append(p)
+    for p, text in ignores.items():
+        if (root / p).parent.is_dir():
+            (root / p).write_text(text + "\n")
+    with Beneath.pin(str(root)) as b:
+        for opts, flags in (({}, []), ({"hidden": True}, ["--hidden"])):
+            assert list_files(b, **opts) == rg_files(root, *flags), (paths, ignores)
+
+
+def test_bad_ignore_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
+    write(tmp_path, ".gitignore", "[z-a]\n!\nfoo\\\n\xff\n*.log\n")
+    write(tmp_path, "a.log")
+    write(tmp_path, "b.py")
+    with Beneath.pin(str(tmp_path)) as b:
+        assert list_files(b) == [b"b.py"]
+
+
+def test_ignore_globs_cannot_blow_up(tmp_path: Path) -> None:
+    write(tmp_path, ".gitignore", "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b\n")
+    write(tmp_path, "a" * 200)
+    started = time.monotonic()
+    with Beneath.pin(str(tmp_path)) as b:
+        assert list_files(b) == [b"a" * 200]
+    assert time.monotonic() - started < 5
