@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import socket
 import stat
 import threading
@@ -368,7 +369,8 @@ def test_root_renamed_mid_session_stays_pinned(root: Root, world: Path) -> None:
 
 
 def test_split_relpath_keeps_dotdot_and_drops_dots() -> None:
-    assert split_relpath("a/./b//c/") == [b"a", b"b", b"c"]
+    assert split_relpath("a/./b//c") == [b"a", b"b", b"c"]
+    assert split_relpath("a/b/") == split_relpath("a/b/.") == [b"a", b"b", b"."]
     assert split_relpath("a/../b") == [b"a", b"..", b"b"]
     assert split_relpath("") == []
     assert error_code(split_relpath, "/abs") == "outside_roots"
@@ -383,3 +385,113 @@ def test_every_read_path_stays_quiet_about_the_secret(root: Root, links: Path) -
             except RootgrepError as e:
                 outputs.append(str(e))
     assert_no_marker(*outputs)
+
+
+# -- review findings: hardening ----------------------------------------------------------------
+
+
+def test_reading_a_fifo_never_opens_it(root: Root, world: Path) -> None:
+    fifo = world / "root" / "fifo"
+    os.mkfifo(fifo)
+    opened = threading.Event()
+
+    def writer() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # blocks until some reader opens the FIFO
+        opened.set()
+        os.close(fd)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    assert error_code(read, root, "fifo") == "not_regular_file"
+    assert not opened.wait(0.3), "reading opened the FIFO (a writer was released)"
+    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # release the writer ourselves
+    t.join(5)
+
+
+def test_write_never_keeps_setuid_and_keeps_the_owner(root: Root, world: Path) -> None:
+    target = world / "root" / "tool.sh"
+    target.write_text("#!/bin/sh\n")
+    os.chmod(target, 0o6755)
+    if os.geteuid() == 0:
+        os.chown(target, 1000, 1000)
+    root.fs.atomic_write("tool.sh", b"#!/bin/sh\necho hi\n")
+    st = target.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o755
+    if os.geteuid() == 0:
+        assert (st.st_uid, st.st_gid) == (1000, 1000)
+    root.fs.atomic_write("new.sh", b"x", mode=0o4777)
+    assert stat.S_IMODE((world / "root" / "new.sh").stat().st_mode) == 0o777
+
+
+def test_trailing_slash_means_a_directory(root: Root) -> None:
+    assert error_code(read, root, "a.txt/") == "not_a_directory"
+    assert error_code(root.fs.atomic_write, "x/", b"data") == "not_a_directory"
+    assert error_code(root.fs.read, "a.txt/.") == "not_a_directory"
+
+
+def test_lone_surrogates_are_invalid_not_a_crash(root: Root, world: Path) -> None:
+    assert error_code(read, root, "a.txt\ud800") == "invalid_path"
+    assert error_code(read, root, uri(world / "root") + "/\ud800") == "invalid_uri"
+
+
+def test_fallback_walk_keeps_fds_bounded_on_long_paths(world: Path) -> None:
+    r = world / "root"
+    fd = os.open(r, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    os.symlink("/".join(["d"] * 1500), r / "deep_link")
+    fs = Beneath.pin(str(r), use_openat2=False)
+    before = fd_count()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (before + 40, hard))  # far fewer than 1500
+    try:
+        assert stat.S_ISREG(fs.stat("deep_link/f").st_mode)
+        assert fs.read("deep_link/../d/f").data == b""  # '..' after closed levels: reopened
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        fs.close()
+    assert fd_count() == before - 1
+    for _ in range(1499):  # flatten the chain so tmp cleanup does not recurse 1500 deep
+        os.rename(r / "d" / "d", r / "t")
+        os.rmdir(r / "d")
+        os.rename(r / "t", r / "d")
+
+
+def test_pinning_a_symlinked_root_under_a_swap_race_never_misnames_it(world: Path) -> None:
+    """A thread keeps swapping which directory an alias points to while roots are pinned:
+    every pin must report the path of the directory its fd really holds."""
+    a, b = world / "root", world / "outside"
+    alias = world / "alias"
+    os.symlink(a, alias)
+    tmp = world / "alias.tmp"
+    stop = threading.Event()
+
+    def swapper() -> None:
+        flip = False
+        while not stop.is_set():
+            os.symlink(b if flip else a, tmp)
+            os.replace(tmp, alias)
+            flip = not flip
+
+    t = threading.Thread(target=swapper, daemon=True)
+    t.start()
+    try:
+        for _ in range(2000):
+            try:
+                fs = Beneath.pin(str(alias))
+            except (OSError, RootgrepError):
+                continue
+            try:
+                st = os.fstat(fs.fd)
+                real = os.stat(fs.path)
+                assert (st.st_dev, st.st_ino) == (real.st_dev, real.st_ino)
+            finally:
+                fs.close()
+    finally:
+        stop.set()
+        t.join(5)

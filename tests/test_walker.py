@@ -263,3 +263,46 @@ def test_ignore_globs_cannot_blow_up(tmp_path: Path) -> None:
     with Beneath.pin(str(tmp_path)) as b:
         assert list_files(b) == [b"a" * 200]
     assert time.monotonic() - started < 5
+
+
+def test_deep_tree_with_long_names_beyond_path_max(tmp_path: Path, mode: str) -> None:
+    """Paths longer than 4096 bytes: the walker gets back into closed levels name by name."""
+    r = tmp_path / "long"
+    r.mkdir()
+    name = "n" * 200
+    fd = os.open(r, os.O_RDONLY)
+    for i in range(90):  # 90 * 201 bytes > 4096, and deeper than the fds the walker keeps
+        os.mkdir(name, dir_fd=fd)
+        if i == 45:
+            os.close(os.open("mid.py", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = nfd
+    os.close(os.open("leaf.py", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    (r / "zz.py").write_text("x\n")
+    with Beneath.pin(str(r), use_openat2=(mode == "openat2")) as b:
+        w = Walker(b)
+        got = [f.path for f in w.files()]
+    n = name.encode()
+    assert got == [(n + b"/") * 45 + b"mid.py", (n + b"/") * 90 + b"leaf.py", b"zz.py"]
+    assert w.errors == []
+    for _ in range(89):  # flatten for tmp cleanup
+        os.rename(r / name / name, r / "t")
+        for leftover in os.listdir(r / name):
+            os.unlink(r / name / leftover)
+        os.rmdir(r / name)
+        os.rename(r / "t", r / name)
+    os.unlink(r / name / "leaf.py")
+    os.rmdir(r / name)
+
+
+def test_explicit_start_through_an_inside_link_is_searched(fs: Beneath, tree: Path) -> None:
+    os.symlink("src/app.py", tree / "entry.py")
+    got = [f.path for f in Walker(fs, b"entry.py").files()]
+    assert got == [b"entry.py"]
+    batches = list(Walker(fs, b"entry.py").batches())
+    with batches[0] as batch:
+        from rootgrep.confine import read_searchable_at
+
+        assert read_searchable_at(batch.fd, batch.files[0].name, 1 << 20) == b"x\n"

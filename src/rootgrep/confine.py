@@ -28,7 +28,9 @@ from .errors import (
     NotFound,
     NotRegularFile,
     OutsideRoots,
+    ReadOnly,
     RootgrepError,
+    TooLarge,
 )
 
 SymlinkPolicy = Literal["within", "never"]
@@ -48,7 +50,9 @@ _SYS_OPENAT2 = 437  # same number on x86_64 and aarch64
 _RENAME_NOREPLACE = 1
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _O_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_WALK_HELD_FDS = 16  # directory fds the component walk keeps open at once
 _WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
+_WALK_HELD_FDS = 16  # directory fds the component walk keeps open at once
 _WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
 _O_PATH = getattr(os, "O_PATH", 0o10000000) | os.O_CLOEXEC
 
@@ -99,14 +103,46 @@ def openat2_available() -> bool:
         return _openat2_state["ok"]
 
 
+def fsencode_path(path: str | bytes) -> bytes:
+    """``os.fsencode`` that turns lone surrogates and NUL into ``invalid_path``."""
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:
+        raise InvalidPath(
+            "the path is not valid text (a lone surrogate); fix its encoding"
+        ) from None
+    if b"\0" in raw:
+        raise InvalidPath("the path contains a NUL byte; remove it")
+    return raw
+
+
+def _same_dir(path: bytes, st: os.stat_result) -> bool:
+    try:
+        other = os.stat(path)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+
+
+def _canonical_of(fd: int, st: os.stat_result) -> bytes:
+    """The absolute path of a pinned directory, read back from the fd and checked against it
+    (the kernel's name may be stale, e.g. ``... (deleted)``, or the tree may have moved)."""
+    try:
+        canonical = os.fsencode(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        raise InvalidPath("cannot read the root's path back from /proc/self/fd") from None
+    if not canonical.startswith(b"/") or not _same_dir(canonical, st):
+        raise InvalidPath("the root changed while it was being pinned; try again")
+    return canonical
+
+
 def split_relpath(rel: str | bytes) -> list[bytes]:
-    """Validate a root-relative path and split it into components (``.`` and empties dropped).
+    """Validate a root-relative path and split it into components (``.`` and empties dropped,
+    but a trailing ``/`` is kept as a final ``.``: the name before it must be a directory).
 
     ``..`` is kept: it is resolved physically during the walk and refused if it leaves the root.
     """
-    raw = os.fsencode(rel)
-    if b"\0" in raw:
-        raise InvalidPath("the path contains a NUL byte; remove it")
+    raw = fsencode_path(rel)
     if len(raw) > MAX_PATH_BYTES:
         raise InvalidPath(f"the path is longer than {MAX_PATH_BYTES} bytes; use a shorter path")
     if raw.startswith(b"/"):
@@ -115,6 +151,8 @@ def split_relpath(rel: str | bytes) -> list[bytes]:
     for c in comps:
         if len(c) > MAX_NAME_BYTES:
             raise InvalidPath(f"a path component is longer than {MAX_NAME_BYTES} bytes")
+    if comps and raw.endswith((b"/", b"/.")) and comps[-1] != b"..":
+        comps.append(b".")  # "x/" must be a directory: kept as a final '.'
     return comps
 
 
@@ -158,6 +196,10 @@ def _error(err: OSError, comps: list[bytes]) -> RootgrepError:
         return NotFound(f"'{where}' is not readable (permission denied); check its permissions")
     if e == errno.EEXIST:
         return Exists(f"'{where}' already exists; choose another name or allow overwriting")
+    if e == errno.EROFS:
+        return ReadOnly(f"'{where}' is on a read-only filesystem; it cannot be changed")
+    if e in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return TooLarge(f"no space to write '{where}' (disk full or quota); free space first")
     if e == errno.EMFILE:
         return InvalidPath(f"'{where}' is too deep to resolve with the open-file limit")
     return InvalidPath(f"'{where}' could not be opened ({os.strerror(e or 0)})")
@@ -247,14 +289,15 @@ def stat_at(dirfd: int, name: bytes) -> os.stat_result:
 def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
     """Read at most ``max_bytes`` from ``fd``; the flag says whether more was there.
 
-    Works for files that grow, shrink, are sparse or report size 0 (procfs).
+    One read when the file is as large as ``fstat`` said (the common case); otherwise reads to
+    the end, so files that grow, shrink, are sparse or report size 0 (procfs) come out right.
     """
     want = min(max_bytes, size_hint + 1) if size_hint > 0 else min(max_bytes, 65536)
     first = os.read(fd, max(want, 1))
-    if len(first) < want or len(first) >= max_bytes:
-        if len(first) >= max_bytes:
-            return first[:max_bytes], len(first) > max_bytes or bool(os.read(fd, 1))
+    if 0 < size_hint < max_bytes and len(first) == size_hint:
         return first, False
+    if not first:
+        return b"", False
     chunks = [first]
     total = len(first)
     while total < max_bytes:
@@ -263,7 +306,8 @@ def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
             return b"".join(chunks), False
         chunks.append(b)
         total += len(b)
-    return b"".join(chunks), bool(os.read(fd, 1))
+    data = b"".join(chunks)
+    return data[:max_bytes], total > max_bytes or bool(os.read(fd, 1))
 
 
 def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | None:
@@ -323,18 +367,24 @@ class Beneath:
     ) -> Beneath:
         """Open ``path`` (an absolute directory) once and pin it; its canonical path is read
         back from the fd itself, so a root announced through a symlink is resolved race-free."""
-        raw = os.fsencode(path)
-        if b"\0" in raw:
-            raise InvalidPath("the root path contains a NUL byte")
+        if symlinks not in ("within", "never"):
+            raise ValueError(f"unknown symlink policy {symlinks!r}")
+        raw = fsencode_path(path)
         fd = os.open(raw, _O_DIR)  # the one open by name: pinning a root
         try:
-            canonical = os.fsencode(os.readlink(f"/proc/self/fd/{fd}"))
-            if not canonical.startswith(b"/") or canonical.endswith(b" (deleted)"):
-                canonical = os.fsencode(os.path.realpath(raw))
-        except OSError:
-            canonical = os.fsencode(os.path.realpath(raw))
-        announced = os.fsencode(os.path.abspath(raw))
-        return cls(fd, canonical, aliases=(announced,), symlinks=symlinks, use_openat2=use_openat2)
+            st = os.fstat(fd)
+            canonical = _canonical_of(fd, st)
+            aliases = []
+            announced = os.fsencode(os.path.abspath(raw))
+            # the announced spelling counts only if it is plainly the same directory
+            if b".." not in raw.split(b"/") and _same_dir(announced, st):
+                aliases.append(announced)
+            return cls(
+                fd, canonical, aliases=tuple(aliases), symlinks=symlinks, use_openat2=use_openat2
+            )
+        except BaseException:
+            os.close(fd)
+            raise
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -386,7 +436,9 @@ class Beneath:
 
     def _walk(self, comps: list[bytes], flags: int, follow: bool, never: bool) -> int:
         pending = list(reversed(comps))  # a stack: pending[-1] is next
-        fds: list[int] = []  # directories opened beneath the root; fds[-1] is the current one
+        # The directories we stand in, below the root: (name, fd or -1 once closed to keep
+        # fds bounded; a closed one is reopened name by name from the root if '..' needs it).
+        stack: list[tuple[bytes, int]] = []
         links = 0
         try:
             while pending:
@@ -394,15 +446,19 @@ class Beneath:
                 if comp in (b"", b"."):
                     continue
                 if comp == b"..":
-                    if not fds:
+                    if not stack:
                         raise OutsideRoots(
                             f"'{display(comps)}' leaves the root through '..'; "
                             "use a path inside the root"
                         )
-                    os.close(fds.pop())
+                    _, fd = stack.pop()
+                    if fd >= 0:
+                        os.close(fd)
+                    if stack and stack[-1][1] < 0:
+                        stack[-1] = (stack[-1][0], self._reopen([n for n, _ in stack], comps))
                     continue
-                cur = fds[-1] if fds else self.fd
-                last = all(c in (b"", b".") for c in pending)
+                cur = stack[-1][1] if stack else self.fd
+                last = not pending
                 fl = flags | os.O_NOFOLLOW if last else _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
                 try:
                     fd = os.open(comp, fl, dir_fd=cur)
@@ -412,7 +468,7 @@ class Beneath:
                     target = _readlink_at(cur, comp)
                     if target is None:
                         raise _error(e, comps) from None
-                    links = self._push_link(target, pending, fds, links, never, comps)
+                    links = self._push_link(target, pending, stack, links, never, comps)
                     continue
                 opened_link = last and follow and flags & _O_PATH == _O_PATH
                 if opened_link and stat_mod.S_ISLNK(os.fstat(fd).st_mode):
@@ -421,23 +477,44 @@ class Beneath:
                     target = _readlink_at(cur, comp)
                     if target is None:
                         raise NotFound(f"'{display(comps)}' changed while being resolved")
-                    links = self._push_link(target, pending, fds, links, never, comps)
+                    links = self._push_link(target, pending, stack, links, never, comps)
                     continue
                 if last:
                     return fd
-                fds.append(fd)
+                stack.append((comp, fd))
+                if len(stack) > _WALK_HELD_FDS:
+                    name, old = stack[-_WALK_HELD_FDS - 1]
+                    if old >= 0:
+                        os.close(old)
+                        stack[-_WALK_HELD_FDS - 1] = (name, -1)
             # Ended on '..', '.' or a link to a directory: open where we stand.
-            cur = fds[-1] if fds else self.fd
+            cur = stack[-1][1] if stack else self.fd
             return os.open(b".", flags & ~os.O_NOFOLLOW, dir_fd=cur)
         finally:
-            for fd in fds:
+            for _, fd in stack:
+                if fd >= 0:
+                    os.close(fd)
+
+    def _reopen(self, names: list[bytes], comps: list[bytes]) -> int:
+        """Open root/names[0]/…/names[-1] one name at a time, never through a link."""
+        fd = self.fd
+        try:
+            for name in names:
+                nfd = os.open(name, _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                if fd != self.fd:
+                    os.close(fd)
+                fd = nfd
+        except OSError as e:
+            if fd != self.fd:
                 os.close(fd)
+            raise _error(e, comps) from None
+        return fd
 
     def _push_link(
         self,
         target: bytes,
         pending: list[bytes],
-        fds: list[int],
+        stack: list[tuple[bytes, int]],
         links: int,
         never: bool,
         comps: list[bytes],
@@ -459,9 +536,10 @@ class Beneath:
                     f"'{where}' is a symbolic link to a place outside the root; "
                     "only links that stay inside the root are followed"
                 )
-            for fd in fds:
-                os.close(fd)
-            fds.clear()
+            for _, fd in stack:
+                if fd >= 0:
+                    os.close(fd)
+            stack.clear()
             pending.extend(reversed(inner))
         else:
             pending.extend(reversed(target.split(b"/")))
@@ -482,26 +560,34 @@ class Beneath:
     def open_file(
         self, rel: str | bytes | list[bytes], *, no_symlinks: bool = False
     ) -> tuple[int, os.stat_result]:
-        """A read-only fd on a regular file beneath the root (a FIFO never blocks)."""
-        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        """A read-only fd on a regular file beneath the root.
+
+        The file is first reached with O_PATH and checked with fstat, then reopened through
+        its own fd, so a FIFO or device is never opened (no blocking, no device side effects).
+        """
+        comps = _file_comps(rel)
         try:
-            fd = self.open(comps, _O_READ, no_symlinks=no_symlinks)
+            pfd = self.open(comps, _O_PATH, no_symlinks=no_symlinks)
         except RootgrepError:
             raise
         except OSError as e:
             raise _error(e, comps) from None
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
+        try:
+            st = os.fstat(pfd)
+            _require_regular(st, comps)
+            try:
+                fd = os.open(f"/proc/self/fd/{pfd}", _O_READ)
+            except FileNotFoundError:  # no /proc: open again beneath the root, checked below
+                fd = self.open(comps, _O_READ, no_symlinks=no_symlinks)
+        except OSError as e:
+            raise _error(e, comps) from None
+        finally:
+            os.close(pfd)
+        st2 = os.fstat(fd)
+        if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
             os.close(fd)
-            if stat_mod.S_ISDIR(st.st_mode):
-                raise NotAFile(
-                    f"'{display(comps)}' is a directory; use list_directory to see its entries"
-                )
-            raise NotRegularFile(
-                f"'{display(comps)}' is not a regular file (FIFO, device or socket); "
-                "only regular files are read"
-            )
-        return fd, st
+            raise NotFound(f"'{display(comps)}' changed while being opened; try again")
+        return fd, st2
 
     def stat(self, rel: str | bytes | list[bytes], *, follow: bool = True) -> os.stat_result:
         comps = rel if isinstance(rel, list) else split_relpath(rel)
@@ -518,6 +604,18 @@ class Beneath:
         finally:
             os.close(fd)
 
+    def real_components(self, comps: list[bytes]) -> list[bytes]:
+        """Where ``comps`` really is below the root, links resolved (read back from an fd)."""
+        fd = self.open(comps, _O_PATH)
+        try:
+            real = os.fsencode(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            return comps
+        finally:
+            os.close(fd)
+        inner = strip_prefix(real, self.path)
+        return comps if inner is None else inner
+
     def list_dir(self, rel: str | bytes | list[bytes] = b"") -> list[Entry]:
         fd = self.open_dir(rel)
         try:
@@ -533,10 +631,12 @@ class Beneath:
         allow_binary: bool = False,
     ) -> ReadResult:
         """Read a regular file's first ``max_bytes``; binary files raise ``binary_file``."""
-        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        comps = _file_comps(rel)
         fd, st = self.open_file(comps)
         try:
             data, truncated = read_fd(fd, st.st_size, max_bytes)
+        except OSError as e:
+            raise _error(e, comps) from None
         finally:
             os.close(fd)
         if not allow_binary and is_binary(data):
@@ -564,15 +664,13 @@ class Beneath:
 
         A crash leaves the old content or the new, never a mix. A hard link to an outside file
         is replaced, never written through; a symlink at the target is replaced, not followed.
+        The permission bits are kept (never setuid/setgid/sticky) and, when the server runs
+        as root, so is the owner: a write never hands a user's file to root.
         """
-        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        comps = _file_comps(rel)
         dirfd, name = self.open_parent(comps)
         try:
-            old: os.stat_result | None
-            try:
-                old = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
+            old = _lstat_at(dirfd, name)
             if old is not None:
                 if create_only:
                     raise Exists(f"'{display(comps)}' already exists; choose another path")
@@ -580,18 +678,18 @@ class Beneath:
                     raise NotAFile(f"'{display(comps)}' is a directory; it cannot be overwritten")
                 if not (stat_mod.S_ISREG(old.st_mode) or stat_mod.S_ISLNK(old.st_mode)):
                     raise NotRegularFile(f"'{display(comps)}' is not a regular file")
+            keep = old if old is not None and stat_mod.S_ISREG(old.st_mode) else None
             if mode is None:
-                mode = (
-                    stat_mod.S_IMODE(old.st_mode)
-                    if old and stat_mod.S_ISREG(old.st_mode)
-                    else 0o644
-                )
+                mode = stat_mod.S_IMODE(keep.st_mode) if keep is not None else 0o644
+            mode &= 0o777
             tmp, fd = _create_temp(dirfd, name, mode)
             try:
                 view = memoryview(data)
                 while view:
                     n = os.write(fd, view)
                     view = view[n:]
+                if keep is not None and os.geteuid() == 0:
+                    os.fchown(fd, keep.st_uid, keep.st_gid)
                 os.fchmod(fd, mode)
                 os.fsync(fd)
             except BaseException:
@@ -609,10 +707,36 @@ class Beneath:
                 raise
             os.fsync(dirfd)
             return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-        except FileExistsError:
-            raise Exists(f"'{display(comps)}' already exists; choose another path") from None
+        except OSError as e:
+            raise _error(e, comps) from None
         finally:
             os.close(dirfd)
+
+
+def _file_comps(rel: str | bytes | list[bytes]) -> list[bytes]:
+    """Components of a path that must name a file: a trailing '/' (or '/.') is refused."""
+    comps = rel if isinstance(rel, list) else split_relpath(rel)
+    if comps and comps[-1] == b".":
+        raise NotADirectory(f"'{display(comps)}' ends with '/', so it must be a directory")
+    return comps
+
+
+def _require_regular(st: os.stat_result, comps: list[bytes]) -> None:
+    if stat_mod.S_ISREG(st.st_mode):
+        return
+    if stat_mod.S_ISDIR(st.st_mode):
+        raise NotAFile(f"'{display(comps)}' is a directory; use list_directory to see its entries")
+    raise NotRegularFile(
+        f"'{display(comps)}' is not a regular file (FIFO, device or socket); "
+        "only regular files are read"
+    )
+
+
+def _lstat_at(dirfd: int, name: bytes) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
 
 
 def _readlink_at(dirfd: int, name: bytes) -> bytes | None:

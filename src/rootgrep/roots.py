@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .confine import Beneath, SymlinkPolicy, split_relpath, strip_prefix
+from .confine import Beneath, SymlinkPolicy, fsencode_path, split_relpath, strip_prefix
 from .errors import (
     AmbiguousRoot,
     InvalidPath,
@@ -58,7 +58,10 @@ def parse_file_uri(uri: str) -> bytes:
         path = rest
     else:
         raise InvalidUri("a file URI must hold an absolute path (file:///absolute/path)")
-    raw = urllib.parse.unquote_to_bytes(path)
+    try:
+        raw = urllib.parse.unquote_to_bytes(path)
+    except UnicodeEncodeError:
+        raise InvalidUri("the URI is not valid text (a lone surrogate); fix it") from None
     if b"\0" in raw:
         raise InvalidUri("the URI decodes to a path with a NUL byte")
     return raw
@@ -111,7 +114,7 @@ def pin_root(
     use_openat2: bool | None = None,
 ) -> Root:
     """Accept a directory as a root: it must exist and be a directory; it is pinned as an fd."""
-    raw = os.fsencode(path)
+    raw = fsencode_path(path)
     if not raw.startswith(b"/"):
         raw = os.fsencode(os.path.abspath(raw))
     shown = raw.decode("utf-8", "backslashreplace")
@@ -188,8 +191,8 @@ def find_root(roots: Sequence[Root], ref: str) -> Root:
         if ref in (r.id, r.name, r.uri):
             return r
     try:
-        raw = parse_file_uri(ref) if _SCHEME.match(ref) else os.fsencode(ref)
-    except InvalidUri:
+        raw = parse_file_uri(ref) if _SCHEME.match(ref) else fsencode_path(ref)
+    except RootgrepError:
         raw = b""
     if raw.startswith(b"/"):
         for r in roots:
@@ -199,9 +202,43 @@ def find_root(roots: Sequence[Root], ref: str) -> Root:
     raise UnknownRoot(f"no effective root matches '{ref[:200]}'; the roots are: {names}")
 
 
+_OTHER_SCHEMES = frozenset(
+    [
+        "http",
+        "https",
+        "ftp",
+        "ftps",
+        "sftp",
+        "ssh",
+        "smb",
+        "cifs",
+        "nfs",
+        "afp",
+        "data",
+        "javascript",
+        "mailto",
+        "urn",
+        "git",
+        "svn",
+        "s3",
+        "gs",
+        "ws",
+        "wss",
+        "vscode",
+        "about",
+        "blob",
+    ]
+)
+
+
 def _looks_like_uri(path: str) -> bool:
+    """``file:`` URIs, anything with ``scheme://``, and well-known schemes are URIs (and so
+    refused unless ``file:``); ``C:\\x`` or ``a:b.txt`` stay literal relative names."""
     m = _SCHEME.match(path)
-    return m is not None and (m.group(1).lower() == "file" or path[m.end() :].startswith("//"))
+    if m is None:
+        return False
+    scheme = m.group(1).lower()
+    return scheme == "file" or scheme in _OTHER_SCHEMES or path[m.end() :].startswith("//")
 
 
 def resolve_target(
@@ -221,9 +258,7 @@ def resolve_target(
                 raise AmbiguousRoot("several roots are served; pass `root` (an id, name or URI)")
             chosen = roots[0]
         return chosen, []
-    if "\0" in path:
-        raise InvalidPath("the path contains a NUL character; remove it")
-    raw = parse_file_uri(path) if _looks_like_uri(path) else os.fsencode(path)
+    raw = parse_file_uri(path) if _looks_like_uri(path) else fsencode_path(path)
     if raw.startswith(b"/"):
         best: tuple[int, Root, list[bytes]] | None = None
         for r in [chosen] if chosen is not None else roots:
@@ -236,7 +271,8 @@ def resolve_target(
                 "the path is outside every root; use a path inside one of: "
                 + ", ".join(r.uri for r in roots)
             )
-        comps = split_relpath(b"/".join(best[2]))
+        tail = b"/" if raw.endswith((b"/", b"/.")) else b""
+        comps = split_relpath(b"/".join(best[2]) + tail)
         return best[1], comps
     if chosen is None:
         if len(roots) > 1:

@@ -70,7 +70,7 @@ class _Level:
 @dataclass(slots=True)
 class _Frame:
     rel: bytes
-    fd: int
+    fd: int  # -1 once closed to bound fds on a deep tree (reopened when needed)
     entries: list[Entry]
     levels: list[_Level]
     idx: int = 0
@@ -95,8 +95,10 @@ class Walker:
         start = b"/".join(comps)
         st = self.fs.stat(comps)
         if stat_mod.S_ISREG(st.st_mode):
-            # An explicit file is searched even if hidden or ignored (as ripgrep does).
-            dirfd, name = self.fs.open_parent(comps)
+            # An explicit file is searched even if hidden or ignored (as ripgrep does), also
+            # when it is a link that stays inside the root: it is read at its real place.
+            real = self.fs.real_components(comps)
+            dirfd, name = self.fs.open_parent(real)
             yield DirBatch(b"/".join(comps[:-1]), dirfd, [FileEntry(name, start, st)])
             return
         if not stat_mod.S_ISDIR(st.st_mode):
@@ -107,6 +109,9 @@ class Walker:
         try:
             frames.append(self._enter(start, fd, levels))
             while frames:
+                if frames[-1].fd < 0 and not self._reopen(frames):
+                    frames.pop()  # could not get back into it: reported in self.errors
+                    continue
                 top = frames[-1]
                 run: list[FileEntry] = []
                 descended = False
@@ -124,7 +129,7 @@ class Walker:
                         continue
                     # a directory: emit the files before it, then descend
                     if run:
-                        yield DirBatch(top.rel, os.dup(self._fd(top)), run)
+                        yield DirBatch(top.rel, os.dup(top.fd), run)
                         run = []
                     child = self._open_child(top, e.name, rel)
                     if child is not None:
@@ -135,7 +140,7 @@ class Walker:
                 if descended:
                     continue
                 if run:
-                    yield DirBatch(top.rel, os.dup(self._fd(top)), run)
+                    yield DirBatch(top.rel, os.dup(top.fd), run)
                 frames.pop()
                 if top.fd >= 0:
                     os.close(top.fd)
@@ -147,6 +152,13 @@ class Walker:
     # -- internals ---------------------------------------------------------------------------
 
     def _enter(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
+        try:
+            return self._frame(rel, fd, parent_levels)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _frame(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
         try:
             listing = confine.scan_fd(fd)
         except OSError as e:
@@ -196,6 +208,8 @@ class Walker:
                 continue
             try:
                 data, _ = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
+            except OSError:
+                continue
             finally:
                 os.close(ffd)
             rules = IgnoreFile.parse(data)
@@ -221,7 +235,7 @@ class Walker:
 
     def _open_child(self, top: _Frame, name: bytes, rel: bytes) -> int | None:
         try:
-            return confine.open_dir_at(self._fd(top), name)
+            return confine.open_dir_at(top.fd, name)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 self.errors.append((rel, e.strerror or "cannot open"))
@@ -230,25 +244,43 @@ class Walker:
             self.errors.append((rel, e.message))
             return None
 
+    def _reopen(self, frames: list[_Frame]) -> bool:
+        """Reopen the top frame's closed fd, one name at a time from the nearest open
+        ancestor (the start directory is never closed), keeping the last few on the way."""
+        i = len(frames) - 1
+        j = i - 1
+        while frames[j].fd < 0:
+            j -= 1
+        cur = frames[j].fd
+        try:
+            for k in range(j + 1, i + 1):
+                name = frames[k].rel.rsplit(b"/", 1)[-1]
+                cur = frames[k].fd = confine.open_dir_at(cur, name)
+        except OSError as e:
+            self.errors.append((frames[i].rel, e.strerror or "cannot reopen"))
+            for k in range(j + 1, i + 1):
+                if frames[k].fd >= 0:
+                    os.close(frames[k].fd)
+                    frames[k].fd = -1
+            return False
+        for k in range(j + 1, i - MAX_HELD_FDS + 1):
+            os.close(frames[k].fd)
+            frames[k].fd = -1
+        return True
+
     def _stat(self, top: _Frame, name: bytes, rel: bytes) -> os.stat_result | None:
         try:
-            st = confine.stat_at(self._fd(top), name)
+            st = confine.stat_at(top.fd, name)
         except OSError:
             return None
         return st if stat_mod.S_ISREG(st.st_mode) else None
 
-    def _fd(self, frame: _Frame) -> int:
-        if frame.fd < 0:  # closed to bound fds on a deep tree: reopen beneath the root
-            frame.fd = self.fs.open_dir(frame.rel, no_symlinks=True)
-        return frame.fd
-
     @staticmethod
     def _bound_fds(frames: list[_Frame]) -> None:
-        if len(frames) > MAX_HELD_FDS:
-            old = frames[-MAX_HELD_FDS - 1]
-            if old.fd >= 0:
-                os.close(old.fd)
-                old.fd = -1
+        i = len(frames) - MAX_HELD_FDS - 1
+        if i >= 1 and frames[i].fd >= 0:  # frame 0 (the start) stays open
+            os.close(frames[i].fd)
+            frames[i].fd = -1
 
 
 def list_files(fs: Beneath, start: bytes = b"", **options: bool | int | None) -> list[bytes]:
