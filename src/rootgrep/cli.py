@@ -64,8 +64,9 @@ def _grep_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--threads",
         type=int,
-        default=min(4, os.cpu_count() or 1),
-        help="worker threads (default: cores, at most 4)",
+        default=None,
+        help="search threads (default: 2 for regexes without a literal, else 1; on CPython "
+        "more threads contend for the GIL and were measured slower)",
     )
     return g
 

@@ -15,9 +15,10 @@ import ctypes
 import errno
 import os
 import stat as stat_mod
+import sys
 import threading
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .errors import (
     BinaryFile,
@@ -46,6 +47,7 @@ MAX_SYMLINKS = 40
 BINARY_SNIFF_BYTES = 8192
 DEFAULT_MAX_READ_BYTES = 1 << 20
 
+_FS_ENCODING = sys.getfilesystemencoding()
 _SYS_OPENAT2 = 437  # same number on x86_64 and aarch64
 _RENAME_NOREPLACE = 1
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -205,8 +207,7 @@ def _error(err: OSError, comps: list[bytes]) -> RootgrepError:
     return InvalidPath(f"'{where}' could not be opened ({os.strerror(e or 0)})")
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One directory entry, as seen without following symlinks."""
 
     name: bytes
@@ -247,19 +248,20 @@ def _check_name(name: bytes) -> None:
 def scan_fd(dirfd: int) -> list[Entry]:
     """List a directory fd opened O_RDONLY|O_DIRECTORY, sorted by name bytes, links unfollowed."""
     out: list[Entry] = []
+    append = out.append
+    enc = _FS_ENCODING
     with os.scandir(dirfd) as it:
         for de in it:
-            name = os.fsencode(de.name)
-            if de.is_dir(follow_symlinks=False):
-                kind: Literal["file", "dir", "symlink", "other"] = "dir"
-            elif de.is_file(follow_symlinks=False):
-                kind = "file"
+            name = de.name.encode(enc, "surrogateescape")
+            if de.is_file(follow_symlinks=False):
+                append(Entry(name, "file"))
+            elif de.is_dir(follow_symlinks=False):
+                append(Entry(name, "dir"))
             elif de.is_symlink():
-                kind = "symlink"
+                append(Entry(name, "symlink"))
             else:
-                kind = "other"
-            out.append(Entry(name, kind))
-    out.sort(key=lambda e: e.name)
+                append(Entry(name, "other"))
+    out.sort()  # by name bytes (names are unique within a directory)
     return out
 
 
@@ -312,21 +314,29 @@ def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
 
 def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | None:
     """A searchable file's bytes by one name beneath a confined directory fd, or None when it
-    is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those)."""
+    is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those).
+    A large file's first 8 KiB are read alone, so a binary file is never read in full."""
     try:
         fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > max_file_size:
+        size = st.st_size
+        if not stat_mod.S_ISREG(st.st_mode) or size > max_file_size:
             return None
-        data, _ = read_fd(fd, st.st_size, max_file_size)
+        if size <= BINARY_SNIFF_BYTES:
+            data, _ = read_fd(fd, size, max_file_size)
+            return None if b"\0" in data else data
+        head = os.read(fd, BINARY_SNIFF_BYTES)
+        if b"\0" in head:
+            return None
+        rest, _ = read_fd(fd, size - len(head), max_file_size - len(head))
+        return head + rest
     except OSError:
         return None
     finally:
         os.close(fd)
-    return None if is_binary(data) else data
 
 
 # ---- a pinned root ---------------------------------------------------------------------------

@@ -9,11 +9,13 @@ reach the sink in path order whatever the threads do.
 
 from __future__ import annotations
 
+import bisect
 import collections
-from collections.abc import Callable, Iterable
+import re as _re
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import re2
 
@@ -23,6 +25,8 @@ from .walker import DirBatch
 
 DEFAULT_MAX_FILE_SIZE = 20 << 20
 MAX_CONTEXT = 10
+CHUNK_BYTES = 1 << 20
+_WHOLE_TEXT = _re.compile(r"\\[Az]|\(\?[a-zA-Z-]*-?[imsU]")
 UTF8_BOM = b"\xef\xbb\xbf"
 _UNANCHORED = re2._Anchor.UNANCHORED
 _NON_WORD = rb"[^\p{L}\p{M}\p{Nd}\p{Pc}\n]"
@@ -37,13 +41,33 @@ class GrepQuery:
     context: int = 0
 
 
-@dataclass(slots=True)
 class LineMatch:
-    line: int  # 1-based
-    column: int  # 1-based, in code points, of the first match on the line
-    text: bytes  # the line without its terminator
-    before: list[bytes] = field(default_factory=list)
-    after: list[bytes] = field(default_factory=list)
+    """One matching line: 1-based ``line``, the line's bytes without its terminator, the byte
+    ``offset`` of the first match in it, and up to ``context`` lines around it."""
+
+    __slots__ = ("after", "before", "line", "offset", "text")
+
+    def __init__(
+        self,
+        line: int,
+        offset: int,
+        text: bytes,
+        before: list[bytes] | None = None,
+        after: list[bytes] | None = None,
+    ) -> None:
+        self.line = line
+        self.offset = offset
+        self.text = text
+        self.before: list[bytes] = before if before is not None else []
+        self.after: list[bytes] = after if after is not None else []
+
+    @property
+    def column(self) -> int:
+        """1-based column of the first match, in code points."""
+        return len(self.text[: self.offset].decode("utf-8", "replace")) + 1
+
+    def __repr__(self) -> str:
+        return f"LineMatch(line={self.line}, column={self.column}, text={self.text!r})"
 
 
 @dataclass(slots=True)
@@ -168,6 +192,10 @@ class Matcher:
         self._literal: bytes | None = None
         self.prefilter: bytes | None = None
         self._group = 0
+        self._m: Any = None
+        # texts may be joined and scanned at once unless the pattern anchors on the whole text
+        # (\A, \z) or changes flags inline (e.g. turning multi-line off)
+        self.joinable = not q.regex or _WHOLE_TEXT.search(q.pattern) is None
         if not q.regex and q.case_sensitive and not q.whole_word:
             self._literal = raw
             self._re = None
@@ -211,6 +239,19 @@ class Matcher:
             return None
         return s
 
+    @property
+    def scan_bound(self) -> bool:
+        """True when finding candidates means an RE2 scan (which releases the GIL)."""
+        return self._literal is None and self.prefilter is None
+
+    def next_candidate(self, buf: bytes, pos: int) -> int:
+        """Offset of the next place at or after ``pos`` where a match may be (-1: none)."""
+        if self._literal is not None:
+            return buf.find(self._literal, pos)
+        if self.prefilter is not None:
+            return buf.find(self.prefilter, pos)
+        return int(self._m(_UNANCHORED, buf, pos, len(buf))[0][0])
+
     def could_match(self, buf: bytes) -> bool:
         """A cheap whole-file test: False means no line of ``buf`` can match."""
         if self._literal is not None:
@@ -221,21 +262,31 @@ class Matcher:
 
 
 def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
-    """Every matching line of ``buf`` (line numbers 1-based), with up to ``context`` lines of
-    context on each side."""
+    """Every matching line of ``buf`` (a file's ``text_of``; line numbers 1-based), with up to
+    ``context`` lines of context on each side.
+
+    The hot loop is written out by hand: it runs once per matching line of every file.
+    """
     out: list[LineMatch] = []
-    if buf.startswith(UTF8_BOM):
-        buf = buf[3:]  # as ripgrep does: the BOM is not part of the first line's text
     n = len(buf)
+    if n == 0:
+        return out
+    end = n - 1 if buf[n - 1] == 10 else n  # nothing after the final line terminator
     pos = 0
     line_no = 1
-    counted = 0  # line_no is the number of the line that starts at or after `counted`
-    find = m.find
+    counted = 0  # line_no is the number of the line that starts at `counted`
+    lit = m._literal
+    rx = m._m
+    group = m._group
     pre = m.prefilter
-    while pos <= n:
-        if pos == n and (n == 0 or buf[n - 1] == 10):
-            break  # nothing after the final line terminator
-        if pre is not None:
+    append = out.append
+    while pos <= end:
+        if lit is not None:
+            s = buf.find(lit, pos)
+            if s < 0:
+                break
+            ls = buf.rfind(b"\n", 0, s) + 1
+        elif pre is not None:
             # jump to the next line holding the required literal, then verify that line only
             i = buf.find(pre, pos)
             if i < 0:
@@ -244,28 +295,34 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
             le = buf.find(b"\n", i)
             if le < 0:
                 le = n
-            span = find(buf, ls, le)
-            if span is None:
+            s = rx(_UNANCHORED, buf, ls, le)[group][0]
+            if s < 0:
                 pos = le + 1
                 continue
         else:
-            span = find(buf, pos)
-            if span is None:
+            s = rx(_UNANCHORED, buf, pos, n)[group][0]
+            if s < 0:
                 break
-            ls = buf.rfind(b"\n", 0, span[0]) + 1
-            le = buf.find(b"\n", span[0])
-            if le < 0:
-                le = n
-        s = span[0]
+            ls = buf.rfind(b"\n", 0, s) + 1
+        if s > end:
+            break  # only an empty match after the final terminator is left
+        le = buf.find(b"\n", s)
+        if le < 0:
+            le = n
         line_no += buf.count(b"\n", counted, ls)
         counted = ls
-        text = buf[ls:le]
-        col = len(buf[ls:s].decode("utf-8", "replace")) + 1
-        lm = LineMatch(line_no, col, text)
         if context:
-            lm.before = _lines_before(buf, ls, context)
-            lm.after = _lines_after(buf, le, context)
-        out.append(lm)
+            append(
+                LineMatch(
+                    line_no,
+                    s - ls,
+                    buf[ls:le],
+                    _lines_before(buf, ls, context),
+                    _lines_after(buf, le, context),
+                )
+            )
+        else:
+            append(LineMatch(line_no, s - ls, buf[ls:le]))
         pos = le + 1
     return out
 
@@ -296,27 +353,84 @@ def _lines_after(buf: bytes, le: int, k: int) -> list[bytes]:
     return out
 
 
-def search_batch(
-    m: Matcher, batch: DirBatch, *, max_file_size: int = DEFAULT_MAX_FILE_SIZE
-) -> tuple[int, list[FileMatches]]:
-    """Search one walker batch (closes it). Returns (files searched, files with matches)."""
-    context = m.query.context
+def text_of(data: bytes) -> bytes:
+    """A file's searchable text: its bytes without a UTF-8 BOM (as ripgrep treats it)."""
+    return data[3:] if data.startswith(UTF8_BOM) else data
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """Files read together (about ``CHUNK_BYTES``), searched with one scan of their join."""
+
+    paths: list[bytes]
+    texts: list[bytes]
+
+
+def _read_chunks(
+    batches: Iterable[DirBatch],
+    max_file_size: int,
+    stats: GrepStats,
+    cancelled: Callable[[], bool] | None,
+    chunk_bytes: int,
+) -> Iterator[_Chunk]:
+    paths: list[bytes] = []
+    texts: list[bytes] = []
+    size = 0
+    for batch in batches:
+        if cancelled is not None and cancelled():
+            batch.close()
+            stats.stopped = True
+            return
+        with batch:
+            for fe in batch.files:
+                data = confine.read_searchable_at(batch.fd, fe.name, max_file_size)
+                if data is None:
+                    continue
+                stats.files_searched += 1
+                text = text_of(data)
+                paths.append(fe.path)
+                texts.append(text)
+                size += len(text)
+        if size >= chunk_bytes:
+            yield _Chunk(paths, texts)
+            paths, texts, size = [], [], 0
+    if paths:
+        yield _Chunk(paths, texts)
+
+
+def search_chunk(m: Matcher, chunk: _Chunk) -> list[FileMatches]:
+    """Matching files of a chunk, in order. One scan over the chunk's texts joined by newlines
+    finds the next file that can match (a match never spans a line end, so never two files);
+    only such files are searched line by line."""
     found: list[FileMatches] = []
-    searched = 0
-    try:
-        for fe in batch.files:
-            data = confine.read_searchable_at(batch.fd, fe.name, max_file_size)
-            if data is None:
-                continue
-            searched += 1
-            if not m.could_match(data):
-                continue
-            lines = search_buffer(m, data, context)
-            if lines:
-                found.append(FileMatches(fe.path, lines))
-    finally:
-        batch.close()
-    return searched, found
+    texts = chunk.texts
+    context = m.query.context
+    if len(texts) == 1 or not m.joinable:
+        for path, text in zip(chunk.paths, texts, strict=True):
+            if m.could_match(text):
+                lines = search_buffer(m, text, context)
+                if lines:
+                    found.append(FileMatches(path, lines))
+        return found
+    joined = b"\n".join(texts)
+    starts: list[int] = []
+    at = 0
+    for t in texts:
+        starts.append(at)
+        at += len(t) + 1
+    pos = 0
+    while True:
+        hit = m.next_candidate(joined, pos)
+        if hit < 0:
+            break
+        idx = bisect.bisect_right(starts, hit) - 1
+        lines = search_buffer(m, texts[idx], context)
+        if lines:
+            found.append(FileMatches(chunk.paths[idx], lines))
+        if idx + 1 >= len(starts):
+            break
+        pos = starts[idx + 1]
+    return found
 
 
 def run_grep(
@@ -325,15 +439,22 @@ def run_grep(
     sink: GrepSink,
     *,
     max_file_size: int = DEFAULT_MAX_FILE_SIZE,
-    threads: int = 2,
+    threads: int | None = None,
     cancelled: Callable[[], bool] | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> GrepStats:
-    """Search every batch and feed the sink in walk (path) order."""
-    stats = GrepStats()
+    """Search every batch and feed the sink in walk (path) order.
 
-    def deliver(result: tuple[int, list[FileMatches]]) -> bool:
-        searched, found = result
-        stats.files_searched += searched
+    The calling thread walks and reads; with ``threads > 1`` the scans run in worker threads
+    (RE2 releases the GIL during a scan, so reading and scanning overlap). ``None`` chooses:
+    two threads when scans are RE2-bound (no literal to look for), else one (``bytes.find``
+    and per-line work hold the GIL, and extra threads were measured slower).
+    """
+    stats = GrepStats()
+    if threads is None:
+        threads = 2 if m.scan_bound else 1
+
+    def deliver(found: list[FileMatches]) -> bool:
         for fm in found:
             stats.files_matched += 1
             stats.matches += len(fm.matches)
@@ -342,47 +463,34 @@ def run_grep(
                 return False
         return True
 
-    if threads <= 1:
-        for batch in batches:
-            if cancelled is not None and cancelled():
-                batch.close()
-                stats.stopped = True
-                break
-            if not deliver(search_batch(m, batch, max_file_size=max_file_size)):
-                break
-        _close_iter(batches)
-        return stats
-
-    inflight: collections.deque[tuple[Future[tuple[int, list[FileMatches]]], DirBatch]]
-    inflight = collections.deque()
-    limit = threads * 8
-    ok = True
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rootgrep-grep") as pool:
-        try:
-            for batch in batches:
-                if cancelled is not None and cancelled():
-                    batch.close()
-                    stats.stopped = True
-                    ok = False
+    chunks = _read_chunks(batches, max_file_size, stats, cancelled, chunk_bytes)
+    try:
+        if threads <= 1:
+            for chunk in chunks:
+                if not deliver(search_chunk(m, chunk)):
                     break
-                fut = pool.submit(search_batch, m, batch, max_file_size=max_file_size)
-                inflight.append((fut, batch))
-                while len(inflight) >= limit:
-                    f, _ = inflight.popleft()
-                    if not deliver(f.result()):
-                        ok = False
+            return stats
+        inflight: collections.deque[Future[list[FileMatches]]] = collections.deque()
+        with ThreadPoolExecutor(
+            max_workers=threads - 1 or 1, thread_name_prefix="rootgrep"
+        ) as pool:
+            try:
+                ok = True
+                for chunk in chunks:
+                    inflight.append(pool.submit(search_chunk, m, chunk))
+                    while ok and len(inflight) > threads:
+                        ok = deliver(inflight.popleft().result())
+                    if not ok:
                         break
-                if not ok:
-                    break
-            while ok and inflight:
-                f, _ = inflight.popleft()
-                ok = deliver(f.result())
-        finally:
-            for f, b in inflight:
-                if f.cancel():
-                    b.close()
-            _close_iter(batches)
-    return stats
+                while ok and inflight:
+                    ok = deliver(inflight.popleft().result())
+            finally:
+                for f in inflight:
+                    f.cancel()
+        return stats
+    finally:
+        chunks.close()
+        _close_iter(batches)
 
 
 def _close_iter(it: object) -> None:

@@ -1,0 +1,251 @@
+"""Grep: line semantics, columns, context, prefilter soundness, sinks and threads."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import re2
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import error_code, fd_count
+from rootgrep.confine import Beneath
+from rootgrep.grep import (
+    FileMatches,
+    GrepQuery,
+    Matcher,
+    required_literal,
+    run_grep,
+    search_buffer,
+    text_of,
+)
+from rootgrep.walker import Walker
+
+
+def lines(pattern: str, buf: bytes, **kw: object) -> list[tuple[int, int, bytes]]:
+    q = GrepQuery(pattern, **kw)  # type: ignore[arg-type]
+    return [(m.line, m.column, m.text) for m in search_buffer(Matcher(q), buf, q.context)]
+
+
+def test_literal_is_literal() -> None:
+    buf = b"a.b\naxb\n(a.b)\n"
+    assert lines("a.b", buf) == [(1, 1, b"a.b"), (3, 2, b"(a.b)")]
+    assert lines("a.b", buf, regex=True) == [(1, 1, b"a.b"), (2, 1, b"axb"), (3, 2, b"(a.b)")]
+
+
+def test_case_insensitive_and_unicode() -> None:
+    buf = "Été\nété\nETE\n".encode()
+    assert lines("été", buf, case_sensitive=False) == [
+        (1, 1, "Été".encode()),
+        (2, 1, "été".encode()),
+    ]
+
+
+def test_columns_are_code_points() -> None:
+    buf = "αβγ needle\n😀needle\n".encode()
+    assert [c for _, c, _ in lines("needle", buf)] == [5, 2]
+
+
+def test_whole_word_uses_unicode_word_characters() -> None:
+    buf = "foo\nfoobar\nbar_foo\n(foo)\néfoo\nfoo1\n-foo-\n".encode()
+    assert [n for n, _, _ in lines("foo", buf, whole_word=True)] == [1, 4, 7]
+    assert lines("foo", b"x foo", whole_word=True) == [(1, 3, b"x foo")]
+
+
+def test_matches_never_cross_a_line_end() -> None:
+    buf = b"a\nb\nab\n"
+    assert lines(r"a\nb", buf, regex=True) == []
+    assert lines(r"a\s*b", buf, regex=True) == [(3, 1, b"ab")]
+    assert lines(r"a[^x]b", buf, regex=True) == []
+    assert lines(r"^b$", buf, regex=True) == [(2, 1, b"b")]
+
+
+def test_empty_matches_hit_every_line_but_not_past_the_end() -> None:
+    assert [n for n, _, _ in lines("x*", b"a\nb\n", regex=True)] == [1, 2]
+    assert [n for n, _, _ in lines("x*", b"a\nb", regex=True)] == [1, 2]
+    assert lines("x*", b"", regex=True) == []
+    assert [n for n, _, _ in lines("", b"a\n\nc\n")] == [1, 2, 3]
+
+
+def test_crlf_keeps_the_carriage_return_like_rg() -> None:
+    assert lines("b", b"a\r\nb\r\n") == [(2, 1, b"b\r")]
+
+
+def test_utf8_bom_is_not_text() -> None:
+    assert lines("#", text_of(b"\xef\xbb\xbf# x\n")) == [(1, 1, b"# x")]
+    assert text_of(b"\xef\xbb\xbf\xef\xbb\xbfx") == b"\xef\xbb\xbfx"  # one BOM only
+
+
+def test_context_at_the_edges() -> None:
+    buf = b"1\n2\nhit\n4\n5\n6\nhit\n"
+    q = GrepQuery("hit", context=2)
+    got = search_buffer(Matcher(q), buf, 2)
+    assert [(m.line, m.before, m.after) for m in got] == [
+        (3, [b"1", b"2"], [b"4", b"5"]),
+        (7, [b"5", b"6"], []),
+    ]
+    first = search_buffer(Matcher(GrepQuery("1")), buf, 3)[0]
+    assert first.before == [] and first.after == [b"2", b"hit", b"4"]
+
+
+def test_invalid_regex_is_invalid_pattern() -> None:
+    for bad in ("(", "a{2,1}", r"(?<=x)y", r"(a)\1"):
+        assert error_code(Matcher, GrepQuery(bad, regex=True)) == "invalid_pattern"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "literal"),
+    [
+        (r"\w+Error\b", "Error"),
+        (r"(foo|bar)baz", "baz"),
+        (r"foo|bar", None),
+        (r"ab?cd", "cd"),
+        (r"x{0,2}yzw", "yzw"),
+        (r"x{2}yz", "yz"),
+        (r"\.py$", ".py"),
+        (r"(?i)abc", None),
+        (r"[]abc]defg", "defg"),
+        (r"\p{Greek}abc", "abc"),
+        (r"a*", None),
+        (r"\Qa.b\E", None),
+    ],
+)
+def test_required_literal(pattern: str, literal: str | None) -> None:
+    assert required_literal(pattern) == literal
+
+
+ATOMS = st.sampled_from(
+    ["a", "b", "ab", "abc", "x", r"\w", r"\d", ".", "[ab]", "[^a]", r"\b", "(a|b)", "(abc|x)",
+     "(?:ab)", r"\.", " ", "_", "é"]
+)  # fmt: skip
+QUANT = st.sampled_from(["", "", "", "?", "*", "+", "{2}", "{0,1}", "{1,3}"])
+
+
+@st.composite
+def regexes(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(st.tuples(ATOMS, QUANT), min_size=1, max_size=6))
+    body = "".join(a + q for a, q in parts)
+    if draw(st.booleans()):
+        body += "|" + "".join(a for a, _ in draw(st.lists(st.tuples(ATOMS, QUANT), max_size=2)))
+    return body
+
+
+TEXT = st.text(alphabet="abcx_.é \n", max_size=80)
+
+
+@settings(max_examples=400, deadline=None)
+@given(pattern=regexes(), text=TEXT)
+def test_prefilter_never_changes_the_answer(pattern: str, text: str) -> None:
+    """The literal prefilter only skips lines; the answer equals a plain RE2 line scan."""
+    buf = text.encode()
+    try:
+        m = Matcher(GrepQuery(pattern, regex=True))
+    except Exception:
+        return
+    got = [(x.line, x.text) for x in search_buffer(m, buf)]
+    rx = re2.compile(pattern.encode())
+    all_lines = buf.split(b"\n")
+    if buf.endswith(b"\n") or not buf:
+        all_lines.pop()  # no line after the final terminator
+    expected = [(i + 1, line) for i, line in enumerate(all_lines) if rx.search(line) is not None]
+    assert got == expected
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    for i in range(60):
+        d = tmp_path / f"d{i % 7}"
+        d.mkdir(exist_ok=True)
+        (d / f"f{i:03}.py").write_text("".join(f"line {j} needle{i}\n" for j in range(i % 5)))
+    (tmp_path / "bin.py").write_bytes(b"needle\0\n")
+    (tmp_path / "big.py").write_bytes(b"needle\n" + b"x" * 5000)
+    return tmp_path
+
+
+def collect(fs: Beneath, q: GrepQuery, **kw: object) -> list[tuple[bytes, int]]:
+    out: list[tuple[bytes, int]] = []
+
+    def sink(fm: FileMatches) -> bool:
+        out.extend((fm.path, m.line) for m in fm.matches)
+        return True
+
+    run_grep(Matcher(q), Walker(fs).batches(), sink, **kw)  # type: ignore[arg-type]
+    return out
+
+
+def test_threads_give_the_same_ordered_answer(corpus: Path) -> None:
+    with Beneath.pin(str(corpus)) as fs:
+        one = collect(fs, GrepQuery("needle"), threads=1)
+        two = collect(fs, GrepQuery("needle"), threads=3)
+    assert one == two and len(one) > 100
+    assert one == sorted(one, key=lambda t: (t[0].split(b"/"), t[1]))
+
+
+def test_binary_and_oversized_files_are_skipped(corpus: Path) -> None:
+    with Beneath.pin(str(corpus)) as fs:
+        paths = {p for p, _ in collect(fs, GrepQuery("needle"), max_file_size=4096)}
+        assert b"bin.py" not in paths and b"big.py" not in paths
+        paths = {p for p, _ in collect(fs, GrepQuery("needle"))}
+        assert b"big.py" in paths and b"bin.py" not in paths
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_sink_can_stop_early_without_leaking_fds(corpus: Path, threads: int) -> None:
+    with Beneath.pin(str(corpus)) as fs:
+        before = fd_count()
+        seen: list[FileMatches] = []
+
+        def sink(fm: FileMatches) -> bool:
+            seen.append(fm)
+            return len(seen) < 3
+
+        stats = run_grep(Matcher(GrepQuery("needle")), Walker(fs).batches(), sink, threads=threads)
+        assert stats.stopped and len(seen) == 3
+        assert fd_count() == before
+
+
+def test_cancellation_stops_the_search(corpus: Path) -> None:
+    with Beneath.pin(str(corpus)) as fs:
+        stats = run_grep(
+            Matcher(GrepQuery("needle")),
+            Walker(fs).batches(),
+            lambda fm: True,
+            threads=2,
+            cancelled=lambda: True,
+        )
+    assert stats.stopped and stats.files_searched == 0
+
+
+FILE_TEXT = st.text(alphabet="ab x\n", max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(FILE_TEXT, min_size=1, max_size=12),
+    pattern=st.sampled_from(
+        ["^a", "a$", "^$", "x*", "^", "b a", r"\Aa", "(?-m)^a", "a\\z", "ab|ba", "a b"]
+    ),
+    chunk=st.sampled_from([1, 7, 64, 1 << 20]),
+)
+def test_joined_chunk_scan_equals_file_by_file(texts: list[str], pattern: str, chunk: int) -> None:
+    """Scanning many files joined must find exactly what scanning each file alone finds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, t in enumerate(texts):
+            Path(tmp, f"f{i:02}.txt").write_text(t)
+        m = Matcher(GrepQuery(pattern, regex=True))
+        expected = [
+            (f"f{i:02}.txt".encode(), x.line)
+            for i, t in enumerate(texts)
+            for x in search_buffer(m, t.encode())
+        ]
+        with Beneath.pin(tmp) as fs:
+            got: list[tuple[bytes, int]] = []
+            run_grep(
+                m,
+                Walker(fs).batches(),
+                lambda fm: got.extend((fm.path, x.line) for x in fm.matches) or True,
+                chunk_bytes=chunk,
+            )
+        assert got == expected
