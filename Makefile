@@ -22,8 +22,11 @@ test: install
 	$(BIN)/python -m pytest -q -x --timeout=300 tests
 
 bench: install
+	@mkdir -p .benchmarks
 	$(BIN)/python -m pytest -q benchmarks --benchmark-enable --benchmark-only \
-		--benchmark-columns=min,median,mean,rounds --benchmark-sort=name -p no:randomly
+		--benchmark-columns=min,median,rounds --benchmark-sort=name \
+		--benchmark-json=.benchmarks/latest.json
+	$(BIN)/python benchmarks/report.py .benchmarks/latest.json
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

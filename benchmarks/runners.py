@@ -92,7 +92,7 @@ def rg_files(rg: str, path: str) -> int:
 
 
 def rootgrep_grep(pattern: Pattern, path: str) -> int:
-    """Matching lines found by rootgrep in this process, on one thread."""
+    """Matching lines found by rootgrep in this process (threads chosen as the CLI does)."""
     matcher = Matcher(GrepQuery(pattern.text, regex=pattern.regex))
     hits: list[FileMatches] = []
 
@@ -103,7 +103,7 @@ def rootgrep_grep(pattern: Pattern, path: str) -> int:
     root = pin_root(path)
     try:
         batches = Walker(root.fs, b"", WalkOptions()).batches()
-        return run_grep(matcher, batches, sink, threads=1).matches
+        return run_grep(matcher, batches, sink).matches
     finally:
         root.close()
 

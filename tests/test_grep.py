@@ -82,12 +82,12 @@ def test_context_at_the_edges() -> None:
     buf = b"1\n2\nhit\n4\n5\n6\nhit\n"
     q = GrepQuery("hit", context=2)
     got = search_buffer(Matcher(q), buf, 2)
-    assert [(m.line, m.before, m.after) for m in got] == [
+    assert [(m.line, list(m.before), list(m.after)) for m in got] == [
         (3, [b"1", b"2"], [b"4", b"5"]),
         (7, [b"5", b"6"], []),
     ]
     first = search_buffer(Matcher(GrepQuery("1")), buf, 3)[0]
-    assert first.before == [] and first.after == [b"2", b"hit", b"4"]
+    assert first.before == () and first.after == (b"2", b"hit", b"4")
 
 
 def test_invalid_regex_is_invalid_pattern() -> None:

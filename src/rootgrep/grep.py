@@ -43,7 +43,8 @@ class GrepQuery:
 
 class LineMatch:
     """One matching line: 1-based ``line``, the line's bytes without its terminator, the byte
-    ``offset`` of the first match in it, and up to ``context`` lines around it."""
+    ``offset`` of the first match in it, and up to ``context`` lines around it (tuples: a
+    search may make hundreds of thousands of these, and empty tuples cost nothing)."""
 
     __slots__ = ("after", "before", "line", "offset", "text")
 
@@ -52,14 +53,14 @@ class LineMatch:
         line: int,
         offset: int,
         text: bytes,
-        before: list[bytes] | None = None,
-        after: list[bytes] | None = None,
+        before: tuple[bytes, ...] = (),
+        after: tuple[bytes, ...] = (),
     ) -> None:
         self.line = line
         self.offset = offset
         self.text = text
-        self.before: list[bytes] = before if before is not None else []
-        self.after: list[bytes] = after if after is not None else []
+        self.before = before
+        self.after = after
 
     @property
     def column(self) -> int:
@@ -327,7 +328,7 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
     return out
 
 
-def _lines_before(buf: bytes, ls: int, k: int) -> list[bytes]:
+def _lines_before(buf: bytes, ls: int, k: int) -> tuple[bytes, ...]:
     out: list[bytes] = []
     end = ls - 1  # the '\n' that ends the previous line
     while k > 0 and end >= 0:
@@ -336,10 +337,10 @@ def _lines_before(buf: bytes, ls: int, k: int) -> list[bytes]:
         end = start - 1
         k -= 1
     out.reverse()
-    return out
+    return tuple(out)
 
 
-def _lines_after(buf: bytes, le: int, k: int) -> list[bytes]:
+def _lines_after(buf: bytes, le: int, k: int) -> tuple[bytes, ...]:
     out: list[bytes] = []
     n = len(buf)
     start = le + 1
@@ -350,7 +351,7 @@ def _lines_after(buf: bytes, le: int, k: int) -> list[bytes]:
         out.append(buf[start:end])
         start = end + 1
         k -= 1
-    return out
+    return tuple(out)
 
 
 def text_of(data: bytes) -> bytes:
