@@ -17,7 +17,7 @@ import os
 import stat as stat_mod
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from .errors import (
@@ -366,6 +366,9 @@ class Beneath:
         self.symlinks: SymlinkPolicy = symlinks
         want = openat2_available() if use_openat2 is None else use_openat2
         self.use_openat2 = bool(want) and openat2_available()
+        self._users = 0
+        self._retired = False
+        self._lock = threading.Lock()
 
     @classmethod
     def pin(
@@ -397,9 +400,41 @@ class Beneath:
             raise
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        with self._lock:
+            fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    # The root fd must never be closed while a call still uses it: a reused fd number would
+    # silently point beneath another directory. Calls acquire the roots they use; a root that
+    # leaves the effective set is retired, and closed when its last user releases it.
+
+    def acquire(self) -> bool:
+        with self._lock:
+            if self._retired or self.fd < 0:
+                return False
+            self._users += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            done = self._retired and self._users == 0
+        if done:
+            self.close()
+
+    @property
+    def retired(self) -> bool:
+        return self._retired
+
+    def retire(self) -> None:
+        with self._lock:
+            if self._retired:
+                return
+            self._retired = True
+            done = self._users == 0
+        if done:
+            self.close()
 
     def __enter__(self) -> Beneath:
         return self
@@ -722,6 +757,284 @@ class Beneath:
         finally:
             os.close(dirfd)
 
+    # -- directory changes (write tools) ------------------------------------------------------
+
+    def mkdirs(self, rel: str | bytes | list[bytes]) -> int:
+        """Create a directory and any missing parents; returns how many were created."""
+        comps = rel if isinstance(rel, list) else split_relpath(rel)
+        comps = [c for c in comps if c != b"."]
+        if not comps:
+            return 0
+        # the deepest part that already exists (links inside the root are followed there)
+        have = len(comps)
+        fd = -1
+        while have >= 0:
+            try:
+                fd = self.open_dir(comps[:have])
+                break
+            except NotFound:
+                have -= 1
+        if fd < 0:
+            raise NotFound("the root itself is gone")
+        created = 0
+        try:
+            for name in comps[have:]:
+                _check_name(name)
+                try:
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                    created += 1
+                except FileExistsError:
+                    pass  # raced with another creator: fine if it is a directory
+                nfd = open_dir_at(fd, name)
+                os.close(fd)
+                fd = nfd
+        except OSError as e:
+            raise _error(e, comps) from None
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        return created
+
+    def rename(self, src: list[bytes], dst: list[bytes], *, overwrite: bool = False) -> None:
+        """Move ``src`` to ``dst`` beneath the root (the link itself when ``src`` is one)."""
+        sfd, sname = self.open_parent(src)
+        try:
+            dfd, dname = self.open_parent(dst)
+            try:
+                if overwrite:
+                    os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
+                else:
+                    _rename_noreplace(sfd, sname, dname, dst_dirfd=dfd)
+            except OSError as e:
+                if e.errno == errno.EEXIST or e.errno == errno.ENOTEMPTY:
+                    raise Exists(
+                        f"'{display(dst)}' already exists; pass overwrite=true to replace it"
+                    ) from None
+                if e.errno == errno.EINVAL:
+                    raise InvalidPath("a directory cannot be moved into itself") from None
+                raise _error(e, src) from None
+            finally:
+                os.close(dfd)
+        finally:
+            os.close(sfd)
+
+    def copy(self, src: list[bytes], dst: list[bytes], *, overwrite: bool = False) -> CopyReport:
+        """Copy a file or a directory tree to ``dst`` beneath the root. Each file lands
+        atomically; links that leave the root, FIFOs, sockets and devices are skipped and
+        reported; links inside the root are copied as the files they point to."""
+        report = CopyReport()
+        st = self.stat(src)
+        if stat_mod.S_ISREG(st.st_mode):
+            fd, st = self.open_file(src)
+            try:
+                dfd, name = self.open_parent(dst)
+                try:
+                    tmp = _copy_fd_to_temp(fd, dfd, name, stat_mod.S_IMODE(st.st_mode))
+                    _install(dfd, tmp, name, overwrite)
+                except FileExistsError:
+                    raise Exists(
+                        f"'{display(dst)}' already exists; pass overwrite=true to replace it"
+                    ) from None
+                finally:
+                    os.close(dfd)
+            finally:
+                os.close(fd)
+            report.files = 1
+            return report
+        if not stat_mod.S_ISDIR(st.st_mode):
+            raise NotRegularFile(f"'{display(src)}' is not a regular file or a directory")
+        real_src = self.real_components(src)
+        real_dst_parent = self.real_components(dst[:-1]) if dst[:-1] else []
+        if (real_dst_parent + dst[-1:])[: len(real_src)] == real_src:
+            raise InvalidPath("a directory cannot be copied into itself")
+        dfd, name = self.open_parent(dst)
+        try:
+            try:
+                os.mkdir(name, 0o755, dir_fd=dfd)
+            except FileExistsError:
+                if not overwrite:
+                    raise Exists(
+                        f"'{display(dst)}' already exists; pass overwrite=true to merge into it"
+                    ) from None
+            report.directories = 1
+            sfd = self.open_dir(src)
+            try:
+                tfd = open_dir_at(dfd, name)
+                try:
+                    _copy_tree(self, src, sfd, tfd, report, overwrite)
+                finally:
+                    os.close(tfd)
+            finally:
+                os.close(sfd)
+        except OSError as e:
+            raise _error(e, dst) from None
+        finally:
+            os.close(dfd)
+        return report
+
+    def remove(self, rel: list[bytes], *, recursive: bool = False) -> int:
+        """Remove a file, link or (empty, or with ``recursive``) directory; never the root.
+        Returns the number of entries removed. Links are removed, never followed."""
+        if not [c for c in rel if c != b"."]:
+            raise InvalidPath("the root itself cannot be deleted")
+        dfd, name = self.open_parent([c for c in rel if c != b"."])
+        try:
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except OSError as e:
+                raise _error(e, rel) from None
+            if not stat_mod.S_ISDIR(st.st_mode):
+                os.unlink(name, dir_fd=dfd)
+                return 1
+            if not recursive:
+                try:
+                    os.rmdir(name, dir_fd=dfd)
+                except OSError as e:
+                    if e.errno == errno.ENOTEMPTY:
+                        raise NotAFile(
+                            f"'{display(rel)}' is a directory that is not empty; "
+                            "pass recursive=true to delete it with its contents"
+                        ) from None
+                    raise _error(e, rel) from None
+                return 1
+            removed = _remove_tree_at(dfd, name)
+            os.rmdir(name, dir_fd=dfd)
+            return removed + 1
+        except OSError as e:
+            raise _error(e, rel) from None
+        finally:
+            os.close(dfd)
+
+
+def _copy_tree(
+    fs: Beneath,
+    src_rel: list[bytes],
+    src_fd: int,
+    dst_fd: int,
+    report: CopyReport,
+    overwrite: bool,
+) -> None:
+    """Copy the directory ``src_fd`` into ``dst_fd``, entry by entry, fd-relatively."""
+    stack = [(src_rel, os.dup(src_fd), os.dup(dst_fd))]
+    try:
+        while stack:
+            rel, sfd, dfd = stack.pop()
+            try:
+                for e in scan_fd(sfd):
+                    where = [*rel, e.name]
+                    if e.kind == "dir":
+                        try:
+                            os.mkdir(e.name, 0o755, dir_fd=dfd)
+                        except FileExistsError:
+                            if not overwrite:
+                                report.skipped.append((b"/".join(where), "exists"))
+                                continue
+                        report.directories += 1
+                        stack.append((where, open_dir_at(sfd, e.name), open_dir_at(dfd, e.name)))
+                        continue
+                    if e.kind == "file":
+                        fd, st = open_file_at(sfd, e.name)
+                    elif e.kind == "symlink":
+                        # copy what a link inside the root points to; never recreate the link
+                        # (its text could escape from the new place) and never follow it out
+                        try:
+                            fd, st = fs.open_file(where)
+                        except OutsideRoots:
+                            report.skipped.append((b"/".join(where), "symlink leaving the root"))
+                            continue
+                        except RootgrepError as err:
+                            report.skipped.append((b"/".join(where), f"symlink: {err.code}"))
+                            continue
+                    else:
+                        report.skipped.append((b"/".join(where), "not a regular file"))
+                        continue
+                    try:
+                        tmp = _copy_fd_to_temp(fd, dfd, e.name, stat_mod.S_IMODE(st.st_mode))
+                    finally:
+                        os.close(fd)
+                    try:
+                        _install(dfd, tmp, e.name, overwrite)
+                    except FileExistsError:
+                        report.skipped.append((b"/".join(where), "exists"))
+                        continue
+                    report.files += 1
+            finally:
+                os.close(sfd)
+                os.close(dfd)
+    finally:
+        for _, a, b in stack:
+            os.close(a)
+            os.close(b)
+
+
+@dataclass
+class CopyReport:
+    files: int = 0
+    directories: int = 0
+    skipped: list[tuple[bytes, str]] = field(default_factory=list)
+
+
+def _copy_fd_to_temp(src_fd: int, dirfd: int, name: bytes, mode: int) -> bytes:
+    """Copy an open file into a new temp file beside ``name``; returns the temp's name."""
+    tmp, out = _create_temp(dirfd, name, mode & 0o777)
+    try:
+        while True:
+            chunk = os.read(src_fd, 1 << 20)
+            if not chunk:
+                break
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view) :]
+        os.fchmod(out, mode & 0o777)
+        os.fsync(out)
+    except BaseException:
+        os.close(out)
+        _unlink_quiet(dirfd, tmp)
+        raise
+    os.close(out)
+    return tmp
+
+
+def _install(dirfd: int, tmp: bytes, name: bytes, overwrite: bool) -> None:
+    try:
+        if overwrite:
+            os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
+        else:
+            _rename_noreplace(dirfd, tmp, name)
+    except BaseException:
+        _unlink_quiet(dirfd, tmp)
+        raise
+
+
+def _remove_tree_at(parent: int, name: bytes) -> int:
+    """Empty the directory ``parent``/``name`` fd-relatively, never following a link."""
+    removed = 0
+    stack = [(open_dir_at(parent, name), None)]
+    stack_names: list[bytes] = []
+    try:
+        while stack:
+            fd, _ = stack[-1]
+            child = None
+            for e in scan_fd(fd):
+                if e.kind == "dir":
+                    child = e.name
+                    break
+                os.unlink(e.name, dir_fd=fd)
+                removed += 1
+            if child is not None:
+                stack.append((open_dir_at(fd, child), None))
+                stack_names.append(child)
+                continue
+            os.close(fd)
+            stack.pop()
+            if stack_names:
+                os.rmdir(stack_names.pop(), dir_fd=stack[-1][0])
+                removed += 1
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return removed
+
 
 def _file_comps(rel: str | bytes | list[bytes]) -> list[bytes]:
     """Components of a path that must name a file: a trailing '/' (or '/.') is refused."""
@@ -780,16 +1093,18 @@ def _unlink_quiet(dirfd: int, name: bytes) -> None:
         os.unlink(name, dir_fd=dirfd)
 
 
-def _rename_noreplace(dirfd: int, src: bytes, dst: bytes) -> None:
+def _rename_noreplace(dirfd: int, src: bytes, dst: bytes, *, dst_dirfd: int = -1) -> None:
+    """renameat2(RENAME_NOREPLACE): fails with EEXIST instead of replacing ``dst``."""
+    target = dirfd if dst_dirfd < 0 else dst_dirfd
     if _renameat2 is not None:
         rc = _renameat2(
-            ctypes.c_int(dirfd), src, ctypes.c_int(dirfd), dst, ctypes.c_uint(_RENAME_NOREPLACE)
+            ctypes.c_int(dirfd), src, ctypes.c_int(target), dst, ctypes.c_uint(_RENAME_NOREPLACE)
         )
         if rc == 0:
             return
         err = ctypes.get_errno()
         if err not in (errno.EINVAL, errno.ENOSYS):
             raise OSError(err, os.strerror(err))
-    # Filesystems without RENAME_NOREPLACE: link() refuses an existing target too.
-    os.link(src, dst, src_dir_fd=dirfd, dst_dir_fd=dirfd, follow_symlinks=False)
+    # Filesystems without RENAME_NOREPLACE: link() refuses an existing target too (files only).
+    os.link(src, dst, src_dir_fd=dirfd, dst_dir_fd=target, follow_symlinks=False)
     os.unlink(src, dir_fd=dirfd)

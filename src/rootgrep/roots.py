@@ -104,6 +104,15 @@ class Root:
     def close(self) -> None:
         self.fs.close()
 
+    def acquire(self) -> bool:
+        return self.fs.acquire()
+
+    def release(self) -> None:
+        self.fs.release()
+
+    def retire(self) -> None:
+        self.fs.retire()
+
 
 def pin_root(
     path: str | bytes,

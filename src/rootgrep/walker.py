@@ -149,6 +149,41 @@ class Walker:
                 if f.fd >= 0:
                     os.close(f.fd)
 
+    def tree_entries(self, max_depth: int) -> Iterator[tuple[int, bytes, Entry]]:
+        """(depth, root-relative path, entry) for files and directories below ``start``, in
+        pre-order and path order, descending at most ``max_depth`` levels (1: the start's
+        own entries). The same ignore and hidden rules as ``batches``."""
+        comps = confine.split_relpath(self.start)
+        start = b"/".join(comps)
+        fd = self.fs.open_dir(comps)
+        levels = [] if self.options.no_ignore else self._ancestor_levels(comps)
+        frames: list[_Frame] = []
+        try:
+            frames.append(self._enter(start, fd, levels))
+            while frames:
+                if frames[-1].fd < 0 and not self._reopen(frames):
+                    frames.pop()
+                    continue
+                top = frames[-1]
+                if top.idx >= len(top.entries):
+                    frames.pop()
+                    if top.fd >= 0:
+                        os.close(top.fd)
+                    continue
+                e = top.entries[top.idx]
+                top.idx += 1
+                rel = top.rel + b"/" + e.name if top.rel else e.name
+                yield len(frames), rel, e
+                if e.kind == "dir" and len(frames) < max_depth:
+                    child = self._open_child(top, e.name, rel)
+                    if child is not None:
+                        frames.append(self._enter(rel, child, top.levels))
+                        self._bound_fds(frames)
+        finally:
+            for f in frames:
+                if f.fd >= 0:
+                    os.close(f.fd)
+
     # -- internals ---------------------------------------------------------------------------
 
     def _enter(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:

@@ -1,0 +1,55 @@
+"""The audit log: one JSON line per authorization decision, never contents or credentials."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import threading
+from typing import Literal
+
+
+class Audit:
+    """Appends decisions to ``path`` (opened once, by the operator's own name for it)."""
+
+    def __init__(self, path: str | None) -> None:
+        self._lock = threading.Lock()
+        self._fd = -1
+        if path:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    @property
+    def enabled(self) -> bool:
+        return self._fd >= 0
+
+    def record(
+        self,
+        *,
+        tool: str,
+        op: str,
+        requested: str | None,
+        decision: Literal["allow", "deny"],
+        reason: str,
+        root_id: str | None = None,
+        path: str | None = None,
+    ) -> None:
+        if self._fd < 0:
+            return
+        line = {
+            "ts": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+            "tool": tool,
+            "op": op,
+            "requested": None if requested is None else requested[:4096],
+            "root_id": root_id,
+            "path": path,
+            "decision": decision,
+            "reason": reason,
+        }
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+        with self._lock:
+            os.write(self._fd, data)  # O_APPEND: each decision is one whole line
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

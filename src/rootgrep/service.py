@@ -1,0 +1,769 @@
+"""The service: every tool's logic over a list of effective roots, shared by server and CLI.
+
+Methods here are synchronous and blocking (walks, reads, RE2 scans): callers run them in worker
+threads. Each takes the effective roots of the call and a ``Token`` that is set when one of
+those roots is removed mid-call, so long operations stop with ``root_removed``. Every
+authorization decision (a path mapped to a root, or refused) goes to the audit log.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import difflib
+import hashlib
+import json
+import os
+import stat as stat_mod
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pathspec import GitIgnoreSpec
+
+from . import confine
+from .audit import Audit
+from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
+from .errors import (
+    EditMismatch,
+    InvalidPath,
+    InvalidPattern,
+    NoRoots,
+    NotADirectory,
+    ReadOnly,
+    RootgrepError,
+    RootRemoved,
+    TooLarge,
+)
+from .grep import (
+    DEFAULT_MAX_FILE_SIZE,
+    MAX_CONTEXT,
+    FileMatches,
+    GrepQuery,
+    Matcher,
+    run_grep,
+)
+from .models import (
+    CopyResult,
+    DeleteResult,
+    DirectoryTreeResult,
+    DirEntry,
+    EditResult,
+    FileHit,
+    FileInfoResult,
+    FindFilesResult,
+    GrepMatch,
+    GrepResult,
+    ListDirectoryResult,
+    ListRootsResult,
+    MoveResult,
+    PathResult,
+    ReadFileResult,
+    RootInfo,
+    RootRef,
+    Skipped,
+    TreeNode,
+    WriteResult,
+)
+from .roots import Root, path_to_uri, resolve_target
+from .walker import DirBatch, Walker, WalkOptions
+
+MAX_RESULTS_CAP = 1000
+LIST_PAGE = 500
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    allow_write: bool = False
+    symlinks: SymlinkPolicy = "within"
+    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    roots_ttl: float = 5.0
+    use_openat2: bool | None = None
+
+
+@dataclass
+class Token:
+    """Cancellation for one call: set when a root it uses is removed."""
+
+    roots: frozenset[str] = frozenset()
+    _event: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise RootRemoved("a root this call was using was removed by the client; retry")
+
+
+def text(b: bytes) -> str:
+    """Bytes of a file or a name as text: invalid UTF-8 replaced visibly."""
+    return b.decode("utf-8", "replace")
+
+
+def iso(ts: float) -> str:
+    return (
+        _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    )
+
+
+def ref(r: Root) -> RootRef:
+    return RootRef(id=r.id, name=r.name, uri=r.uri)
+
+
+def file_uri(r: Root, path: bytes) -> str:
+    return path_to_uri(r.path + b"/" + path if path else r.path)
+
+
+def _clamp(n: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, n))
+
+
+# ---- cursors ---------------------------------------------------------------------------------
+
+
+def _fingerprint(**args: Any) -> str:
+    raw = json.dumps(args, sort_keys=True, default=str).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def encode_cursor(kind: str, fp: str, **pos: Any) -> str:
+    raw = json.dumps({"k": kind, "f": fp, **pos}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, kind: str, fp: str) -> dict[str, Any]:
+    try:
+        pad = "=" * (-len(cursor) % 4)
+        data = json.loads(base64.urlsafe_b64decode(cursor + pad))
+        ok = isinstance(data, dict) and data.get("k") == kind and data.get("f") == fp
+    except (ValueError, TypeError):
+        ok = False
+    if not ok:
+        raise InvalidPattern(
+            "the cursor does not belong to this call; repeat the same arguments with the "
+            "cursor from the previous page, or start again without one"
+        )
+    return dict(data)
+
+
+def _b64(b: bytes) -> str:
+    return base64.urlsafe_b64encode(b).decode()
+
+
+def _unb64(s: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(s)
+    except ValueError:
+        raise InvalidPattern("the cursor is damaged; start again without one") from None
+
+
+def _order_key(path: bytes) -> list[bytes]:
+    return path.split(b"/")
+
+
+# ---- the service -----------------------------------------------------------------------------
+
+
+class Service:
+    def __init__(
+        self, operator_roots: Sequence[Root], settings: Settings, audit: Audit | None = None
+    ) -> None:
+        self.operator_roots = list(operator_roots)
+        self.settings = settings
+        self.audit = audit or Audit(None)
+
+    # -- authorization ---------------------------------------------------------------------
+
+    def _locate(
+        self,
+        roots: Sequence[Root],
+        tool: str,
+        op: str,
+        path: str | None,
+        root: str | None,
+    ) -> tuple[Root, list[bytes]]:
+        """Map (path, root) to a root and components, auditing the decision."""
+        try:
+            r, comps = resolve_target(roots, path, root)
+        except RootgrepError as e:
+            self.audit.record(tool=tool, op=op, requested=path, decision="deny", reason=e.code)
+            raise
+        self.audit.record(
+            tool=tool,
+            op=op,
+            requested=path,
+            decision="allow",
+            reason="inside_root",
+            root_id=r.id,
+            path=display(comps),
+        )
+        return r, comps
+
+    def _targets(
+        self, roots: Sequence[Root], tool: str, path: str | None, root: str | None
+    ) -> list[tuple[Root, list[bytes]]]:
+        """Where a search runs: every root when neither path nor root is given."""
+        if not roots:
+            self.audit.record(tool=tool, op="search", requested=path, decision="deny",
+                              reason="no_roots")  # fmt: skip
+            raise NoRoots("no effective roots: the client announced none inside the served roots")
+        if path is None and root is None:
+            for r in roots:
+                self.audit.record(tool=tool, op="search", requested=None, decision="allow",
+                                  reason="inside_root", root_id=r.id, path=".")  # fmt: skip
+            return [(r, []) for r in roots]
+        return [self._locate(roots, tool, "search", path, root)]
+
+    # -- list_roots ------------------------------------------------------------------------
+
+    def list_roots(self, roots: Sequence[Root]) -> ListRootsResult:
+        return ListRootsResult(
+            roots=[RootInfo(id=r.id, name=r.name, uri=r.uri, source=r.source) for r in roots],
+            read_only=not self.settings.allow_write,
+        )
+
+    # -- grep --------------------------------------------------------------------------------
+
+    def grep(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        pattern: str,
+        root: str | None = None,
+        path: str | None = None,
+        regex: bool = False,
+        case_sensitive: bool = True,
+        whole_word: bool = False,
+        include: list[str] | None = None,
+        exclude: list[str] | None = None,
+        context: int = 0,
+        hidden: bool = False,
+        no_ignore: bool = False,
+        max_results: int = 200,
+        cursor: str | None = None,
+    ) -> GrepResult:
+        started = time.perf_counter()
+        context = _clamp(context, 0, MAX_CONTEXT)
+        limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
+        matcher = Matcher(GrepQuery(pattern, regex, case_sensitive, whole_word, context))
+        fp = _fingerprint(t="grep", p=pattern, r=root, pa=path, re=regex, cs=case_sensitive,
+                          w=whole_word, i=include, e=exclude, c=context, h=hidden,
+                          n=no_ignore)  # fmt: skip
+        targets = self._targets(roots, "grep", path, root)
+        resume = decode_cursor(cursor, "grep", fp) if cursor else None
+        keep = _path_filter(include, exclude)
+        sink = _GrepPage(limit)
+        searched = 0
+        for ti, (r, comps) in enumerate(targets):
+            if resume is not None and ti < resume["t"]:
+                continue
+            after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
+            sink.start(ti, r, after, resume["l"] if after is not None and resume else 0)
+            opts = WalkOptions(hidden=hidden, no_ignore=no_ignore)
+            batches = _filter_batches(Walker(r.fs, b"/".join(comps), opts).batches(), keep, after)
+            stats = run_grep(
+                matcher,
+                batches,
+                sink,
+                max_file_size=self.settings.max_file_size,
+                cancelled=lambda: token.cancelled,
+            )
+            token.check()
+            searched += stats.files_searched
+            if sink.more:
+                break
+        next_cursor = None
+        if sink.more and sink.last is not None:
+            t, p, line = sink.last
+            next_cursor = encode_cursor("grep", fp, t=t, p=_b64(p), l=line)
+        return GrepResult(
+            matches=sink.out,
+            truncated=sink.more,
+            next_cursor=next_cursor,
+            index_used=False,
+            files_searched=searched,
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+
+    # -- find_files ------------------------------------------------------------------------
+
+    def find_files(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        pattern: str,
+        root: str | None = None,
+        path: str | None = None,
+        hidden: bool = False,
+        no_ignore: bool = False,
+        max_results: int = 200,
+        cursor: str | None = None,
+    ) -> FindFilesResult:
+        limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
+        fp = _fingerprint(t="find", p=pattern, r=root, pa=path, h=hidden, n=no_ignore)
+        targets = self._targets(roots, "find_files", path, root)
+        resume = decode_cursor(cursor, "find", fp) if cursor else None
+        match = _name_matcher(pattern)
+        out: list[FileHit] = []
+        last: tuple[int, bytes] | None = None
+        more = False
+        for ti, (r, comps) in enumerate(targets):
+            if resume is not None and ti < resume["t"]:
+                continue
+            after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
+            identity = ref(r)
+            walker = Walker(r.fs, b"/".join(comps), WalkOptions(hidden=hidden,
+                                                                no_ignore=no_ignore))  # fmt: skip
+            batches = walker.batches()
+            try:
+                for batch in batches:
+                    token.check()
+                    with batch:
+                        for fe in batch.files:
+                            if after is not None and _order_key(fe.path) <= _order_key(after):
+                                continue
+                            if not match(fe.path):
+                                continue
+                            if len(out) >= limit:
+                                more = True
+                                break
+                            try:
+                                st = confine.stat_at(batch.fd, fe.name)
+                            except OSError:
+                                continue
+                            out.append(
+                                FileHit(
+                                    root=identity,
+                                    path=display(fe.path),
+                                    uri=file_uri(r, fe.path),
+                                    size=st.st_size,
+                                    mtime=iso(st.st_mtime),
+                                )
+                            )
+                            last = (ti, fe.path)
+                    if more:
+                        break
+            finally:
+                batches.close()
+            if more:
+                break
+        next_cursor = None
+        if more and last is not None:
+            next_cursor = encode_cursor("find", fp, t=last[0], p=_b64(last[1]))
+        return FindFilesResult(files=out, truncated=more, next_cursor=next_cursor)
+
+    # -- read_file ---------------------------------------------------------------------------
+
+    def read_file(
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str,
+        root: str | None = None,
+        start_line: int | None = None,
+        end_line: int | None = None,
+    ) -> ReadFileResult:
+        r, comps = self._locate(roots, "read_file", "read", path, root)
+        res = r.fs.read(comps, max_bytes=self.settings.max_read_bytes)
+        content = text(res.data)
+        lines = content.splitlines(keepends=True)
+        total = len(lines)
+        first = 1 if start_line is None else max(1, start_line)
+        last = total if end_line is None else min(total, end_line)
+        if start_line is None and end_line is None:
+            chosen = content
+        else:
+            chosen = "".join(lines[first - 1 : last]) if last >= first else ""
+        return ReadFileResult(
+            root=ref(r),
+            path=display(comps),
+            uri=file_uri(r, b"/".join(comps)),
+            content=chosen,
+            start_line=first,
+            end_line=max(last, first - 1),
+            total_lines=total,
+            truncated=res.truncated,
+        )
+
+    # -- list_directory ----------------------------------------------------------------------
+
+    def list_directory(
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str | None = None,
+        root: str | None = None,
+        cursor: str | None = None,
+    ) -> ListDirectoryResult:
+        r, comps = self._locate(roots, "list_directory", "list", path, root)
+        fp = _fingerprint(t="ls", r=r.id, p=display(comps))
+        after = _unb64(decode_cursor(cursor, "ls", fp)["n"]) if cursor else None
+        fd = r.fs.open_dir(comps)
+        entries: list[DirEntry] = []
+        more = False
+        last = b""
+        try:
+            for e in confine.scan_fd(fd):
+                if after is not None and e.name <= after:
+                    continue
+                if len(entries) >= LIST_PAGE:
+                    more = True
+                    break
+                try:
+                    st: os.stat_result | None = confine.stat_at(fd, e.name)
+                except OSError:
+                    st = None
+                entries.append(
+                    DirEntry(
+                        name=display(e.name),
+                        type=e.kind,
+                        size=st.st_size if st is not None else None,
+                        mtime=iso(st.st_mtime) if st is not None else None,
+                    )
+                )
+                last = e.name
+        finally:
+            os.close(fd)
+        return ListDirectoryResult(
+            root=ref(r),
+            path=display(comps),
+            entries=entries,
+            next_cursor=encode_cursor("ls", fp, n=_b64(last)) if more else None,
+        )
+
+    # -- directory_tree ----------------------------------------------------------------------
+
+    def directory_tree(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        path: str | None = None,
+        root: str | None = None,
+        max_depth: int = 3,
+        max_entries: int = 2000,
+    ) -> DirectoryTreeResult:
+        r, comps = self._locate(roots, "directory_tree", "list", path, root)
+        depth = _clamp(max_depth, 1, 20)
+        cap = _clamp(max_entries, 1, 10000)
+        st = r.fs.stat(comps)
+        if not stat_mod.S_ISDIR(st.st_mode):
+            raise NotADirectory(f"'{display(comps)}' is not a directory")
+        top = TreeNode(name=display(comps[-1]) if comps else r.name, type="dir", children=[])
+        stack: list[TreeNode] = [top]
+        truncated = False
+        count = 0
+        walker = Walker(r.fs, b"/".join(comps))
+        entries = walker.tree_entries(depth)
+        try:
+            for level, _rel, e in entries:
+                token.check()
+                if count >= cap:
+                    truncated = True
+                    break
+                del stack[level:]
+                node = TreeNode(
+                    name=display(e.name), type=e.kind, children=[] if e.kind == "dir" else None
+                )
+                parent = stack[-1]
+                assert parent.children is not None
+                parent.children.append(node)
+                count += 1
+                if e.kind == "dir":
+                    stack.append(node)
+        finally:
+            entries.close()
+        return DirectoryTreeResult(root=ref(r), path=display(comps), tree=top, truncated=truncated)
+
+    # -- file_info ---------------------------------------------------------------------------
+
+    def file_info(
+        self, roots: Sequence[Root], *, path: str, root: str | None = None
+    ) -> FileInfoResult:
+        r, comps = self._locate(roots, "file_info", "stat", path, root)
+        st = r.fs.stat(comps, follow=False)
+        return FileInfoResult(
+            root=ref(r),
+            path=display(comps),
+            uri=file_uri(r, b"/".join(comps)),
+            type=confine.entry_kind(st.st_mode),
+            size=st.st_size,
+            mtime=iso(st.st_mtime),
+            mode=f"{stat_mod.S_IMODE(st.st_mode):04o}",
+            is_symlink=stat_mod.S_ISLNK(st.st_mode),
+        )
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _writable(self, tool: str, path: str | None) -> None:
+        if not self.settings.allow_write:
+            self.audit.record(tool=tool, op="write", requested=path, decision="deny",
+                              reason="read_only")  # fmt: skip
+            raise ReadOnly(
+                "rootgrep is serving read-only; the operator must start it with --allow-write"
+            )
+
+    def write_file(
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str,
+        content: str,
+        root: str | None = None,
+        create_only: bool = False,
+    ) -> WriteResult:
+        self._writable("write_file", path)
+        r, comps = self._locate(roots, "write_file", "write", path, root)
+        data = content.encode("utf-8")
+        existed = True
+        try:
+            r.fs.stat(comps, follow=False)
+        except RootgrepError:
+            existed = False
+        r.fs.atomic_write(comps, data, create_only=create_only)
+        return WriteResult(
+            root=ref(r),
+            path=display(comps),
+            uri=file_uri(r, b"/".join(comps)),
+            bytes=len(data),
+            created=not existed,
+        )
+
+    def edit_file(
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str,
+        edits: list[tuple[str, str]],
+        root: str | None = None,
+        dry_run: bool = False,
+    ) -> EditResult:
+        self._writable("edit_file", path) if not dry_run else None
+        r, comps = self._locate(roots, "edit_file", "edit" if not dry_run else "read", path, root)
+        res = r.fs.read(comps, max_bytes=self.settings.max_file_size)
+        if res.truncated:
+            raise TooLarge(
+                f"'{display(comps)}' is larger than --max-file-size; edit it another way"
+            )
+        before = res.data
+        after = before
+        for i, (old, new) in enumerate(edits, 1):
+            o = old.encode("utf-8")
+            n = after.count(o) if o else 0
+            if n != 1:
+                raise EditMismatch(
+                    f"edit {i}: old_text occurs {n} times in '{display(comps)}' (it must occur "
+                    "exactly once); read the file again and give a longer, unique old_text"
+                )
+            after = after.replace(o, new.encode("utf-8"), 1)
+        shown = display(comps)
+        diff = "".join(
+            difflib.unified_diff(
+                text(before).splitlines(keepends=True),
+                text(after).splitlines(keepends=True),
+                fromfile=f"a/{shown}",
+                tofile=f"b/{shown}",
+            )
+        )
+        if not dry_run:
+            r.fs.atomic_write(comps, after)
+        return EditResult(
+            root=ref(r), path=shown, uri=file_uri(r, b"/".join(comps)), diff=diff,
+            applied=not dry_run,
+        )  # fmt: skip
+
+    def create_directory(
+        self, roots: Sequence[Root], *, path: str, root: str | None = None
+    ) -> PathResult:
+        self._writable("create_directory", path)
+        r, comps = self._locate(roots, "create_directory", "mkdir", path, root)
+        r.fs.mkdirs(comps)
+        return PathResult(root=ref(r), path=display(comps), uri=file_uri(r, b"/".join(comps)))
+
+    def _pair(
+        self, roots: Sequence[Root], tool: str, source: str, destination: str, root: str | None
+    ) -> tuple[Root, list[bytes], list[bytes]]:
+        r, src = self._locate(roots, tool, "read", source, root)
+        r2, dst = self._locate(roots, tool, "write", destination, root or r.id)
+        if r2 is not r and r2.id != r.id:
+            raise InvalidPath("source and destination must be in the same root")
+        src = [c for c in src if c != b"."]
+        dst = [c for c in dst if c != b"."]
+        if not src or not dst:
+            raise InvalidPath("a root itself cannot be moved, copied over or replaced")
+        return r, src, dst
+
+    def move_path(
+        self,
+        roots: Sequence[Root],
+        *,
+        source: str,
+        destination: str,
+        root: str | None = None,
+        overwrite: bool = False,
+    ) -> MoveResult:
+        self._writable("move_path", source)
+        r, src, dst = self._pair(roots, "move_path", source, destination, root)
+        r.fs.rename(src, dst, overwrite=overwrite)
+        return MoveResult(
+            root=ref(r), source=display(src), destination=display(dst),
+            uri=file_uri(r, b"/".join(dst)),
+        )  # fmt: skip
+
+    def copy_path(
+        self,
+        roots: Sequence[Root],
+        *,
+        source: str,
+        destination: str,
+        root: str | None = None,
+        overwrite: bool = False,
+    ) -> CopyResult:
+        self._writable("copy_path", source)
+        r, src, dst = self._pair(roots, "copy_path", source, destination, root)
+        rep = r.fs.copy(src, dst, overwrite=overwrite)
+        for p, why in rep.skipped:
+            self.audit.record(tool="copy_path", op="copy", requested=display(p), decision="deny",
+                              reason=why, root_id=r.id, path=display(p))  # fmt: skip
+        return CopyResult(
+            root=ref(r),
+            source=display(src),
+            destination=display(dst),
+            uri=file_uri(r, b"/".join(dst)),
+            files=rep.files,
+            directories=rep.directories,
+            skipped=[Skipped(path=display(p), reason=why) for p, why in rep.skipped],
+        )
+
+    def delete_path(
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str,
+        root: str | None = None,
+        recursive: bool = False,
+    ) -> DeleteResult:
+        self._writable("delete_path", path)
+        r, comps = self._locate(roots, "delete_path", "delete", path, root)
+        removed = r.fs.remove(comps, recursive=recursive)
+        return DeleteResult(root=ref(r), path=display(comps), removed=removed)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+class _GrepPage:
+    """A grep sink that fills one page of results, skipping what a cursor already covered."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.out: list[GrepMatch] = []
+        self.more = False
+        self.last: tuple[int, bytes, int] | None = None
+        self._t = 0
+        self._root: Root | None = None
+        self._ref: RootRef | None = None
+        self._after: bytes | None = None
+        self._after_line = 0
+
+    def start(self, t: int, root: Root, after: bytes | None, after_line: int) -> None:
+        self._t, self._root, self._ref = t, root, ref(root)
+        self._after, self._after_line = after, after_line
+
+    def __call__(self, fm: FileMatches) -> bool:
+        assert self._root is not None and self._ref is not None
+        shown = display(fm.path)
+        uri = file_uri(self._root, fm.path)
+        for lm in fm.matches:
+            if fm.path == self._after and lm.line <= self._after_line:
+                continue
+            if len(self.out) >= self.limit:
+                self.more = True
+                return False
+            self.out.append(
+                GrepMatch(
+                    root=self._ref,
+                    path=shown,
+                    uri=uri,
+                    line=lm.line,
+                    column=lm.column,
+                    text=text(lm.text),
+                    before=[text(b) for b in lm.before],
+                    after=[text(a) for a in lm.after],
+                )
+            )
+            self.last = (self._t, fm.path, lm.line)
+        return True
+
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _name_matcher(pattern: str) -> Callable[[bytes], bool]:
+    """find_files: a gitignore-style glob when the pattern has glob characters, else a
+    case-insensitive substring of the root-relative path."""
+    if any(c in _GLOB_CHARS for c in pattern):
+        try:
+            spec = GitIgnoreSpec.from_lines([pattern])
+        except Exception as e:  # pathspec raises its own error types for bad globs
+            raise InvalidPattern(f"the glob {pattern!r} is not valid ({e})") from None
+        return lambda p: spec.match_file(os.fsdecode(p))
+    needle = pattern.casefold()
+    return lambda p: needle in os.fsdecode(p).casefold()
+
+
+def _path_filter(
+    include: list[str] | None, exclude: list[str] | None
+) -> Callable[[bytes], bool] | None:
+    if not include and not exclude:
+        return None
+    try:
+        inc = GitIgnoreSpec.from_lines(include) if include else None
+        exc = GitIgnoreSpec.from_lines(exclude) if exclude else None
+    except Exception as e:
+        raise InvalidPattern(f"an include/exclude glob is not valid ({e})") from None
+
+    def keep(path: bytes) -> bool:
+        p = os.fsdecode(path)
+        if inc is not None and not inc.match_file(p):
+            return False
+        return not (exc is not None and exc.match_file(p))
+
+    return keep
+
+
+def _filter_batches(
+    batches: Iterator[DirBatch],
+    keep: Callable[[bytes], bool] | None,
+    after: bytes | None,
+) -> Iterator[DirBatch]:
+    """Drop files a cursor already covered (strictly before ``after``) or the globs exclude."""
+    if keep is None and after is None:
+        yield from batches
+        return
+    key = _order_key(after) if after is not None else None
+    try:
+        for batch in batches:
+            files = [
+                f
+                for f in batch.files
+                if (key is None or _order_key(f.path) >= key) and (keep is None or keep(f.path))
+            ]
+            if not files:
+                batch.close()
+                continue
+            batch.files = files
+            yield batch
+    finally:
+        batches.close()

@@ -1,0 +1,192 @@
+"""Client roots over a connection's life (SPEC §3), independent of the MCP wiring.
+
+A handshake-era connection that declared the roots capability gets a ``ClientRoots``: it is
+filled after ``notifications/initialized`` and refreshed on ``roots/list_changed`` (or, for a
+client without ``listChanged``, when its copy is older than ``--roots-ttl``). While a refresh
+runs, new calls wait (bounded); when it fails the connection has no roots (fail closed). A root
+that disappears is retired: calls using it are cancelled (``root_removed``) and its fd is closed
+once the last of them lets go.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from .audit import Audit
+from .errors import NoRoots, RootgrepError, RootRemoved
+from .roots import Root, accept_client_root, effective_roots
+from .service import Service, Token
+
+log = logging.getLogger("rootgrep.roots")
+
+RawRoots = list[Any]
+FetchRoots = Callable[[], Awaitable[RawRoots]]
+Notify = Callable[[str], Awaitable[None]]
+REFRESH_WAIT_SECONDS = 10.0
+
+
+def accept_raw_roots(
+    raw: RawRoots, service: Service, audit: Audit, reuse: Sequence[Root] = ()
+) -> tuple[list[Root], list[str]]:
+    """Validate a raw ``roots/list`` answer root by root (blocking: it pins directories).
+    Returns the accepted roots (reusing pins of unchanged ones) and one message per rejected
+    root. An invalid root never invalidates the others."""
+    accepted: list[Root] = []
+    problems: list[str] = []
+    by_path = {r.path: r for r in reuse}
+    for item in raw if isinstance(raw, list) else []:
+        uri = item.get("uri") if isinstance(item, dict) else None
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(uri, str):
+            problems.append("a root without a string uri was dropped")
+            audit.record(tool="roots", op="accept_root", requested=None, decision="deny",
+                         reason="invalid_uri")  # fmt: skip
+            continue
+        try:
+            r = accept_client_root(
+                uri,
+                name if isinstance(name, str) and name else None,
+                symlinks=service.settings.symlinks,
+                use_openat2=service.settings.use_openat2,
+            )
+        except RootgrepError as e:
+            problems.append(f"root {uri[:200]!r} was dropped: {e}")
+            audit.record(tool="roots", op="accept_root", requested=uri, decision="deny",
+                         reason=e.code)  # fmt: skip
+            continue
+        old = by_path.get(r.path)
+        if old is not None and old.name == r.name and not old.fs.retired:
+            r.close()
+            r = old
+        if any(a.path == r.path for a in accepted):
+            if r is not old:
+                r.close()
+            continue
+        audit.record(tool="roots", op="accept_root", requested=uri, decision="allow",
+                     reason="valid", root_id=r.id, path=".")  # fmt: skip
+        accepted.append(r)
+    return accepted, problems
+
+
+class ClientRoots:
+    """The roots one handshake-era client announced, kept fresh."""
+
+    def __init__(
+        self,
+        service: Service,
+        fetch: FetchRoots,
+        *,
+        list_changed: bool,
+        notify: Notify | None = None,
+    ) -> None:
+        self.service = service
+        self.fetch = fetch
+        self.list_changed = list_changed
+        self.notify = notify
+        self.roots: list[Root] = []
+        self.fetched_at: float | None = None
+        self.failed = False
+        self.fetches = 0
+        self._ready = anyio.Event()
+        self._lock = anyio.Lock()
+        self._inflight: set[Token] = set()
+
+    async def refresh(self) -> None:
+        """Fetch the client's roots again. New calls wait from this moment until it ends."""
+        if self._ready.is_set():
+            self._ready = anyio.Event()
+        ready = self._ready
+        async with self._lock:
+            try:
+                raw = await self.fetch()
+                self.fetches += 1
+                new, problems = await anyio.to_thread.run_sync(
+                    accept_raw_roots, raw, self.service, self.service.audit, self.roots
+                )
+                failed = False
+            except Exception as e:  # the client did not answer: no roots (fail closed)
+                log.warning("roots/list failed: %r; the session has no roots until it succeeds", e)
+                new, problems, failed = [], [f"roots/list failed ({type(e).__name__})"], True
+            self._swap(new)
+            self.fetched_at = time.monotonic()
+            self.failed = failed
+            ready.set()
+        for p in problems:
+            log.warning("%s", p)
+            if self.notify is not None:
+                try:
+                    await self.notify(p)
+                except Exception:  # a log message is best effort
+                    log.debug("could not send a log notification", exc_info=True)
+
+    def _swap(self, new: list[Root]) -> None:
+        keep = {id(r) for r in new}
+        gone = [r for r in self.roots if id(r) not in keep]
+        self.roots = new
+        gone_ids = {r.id for r in gone}
+        for token in list(self._inflight):
+            if token.roots & gone_ids:
+                token.cancel()
+        for r in gone:
+            r.retire()
+
+    async def current(self) -> list[Root]:
+        """The client's roots as of now: waits for a running refresh, re-fetches a copy
+        older than the TTL for clients that send no change notifications."""
+        with anyio.move_on_after(REFRESH_WAIT_SECONDS):
+            await self._ready.wait()
+        if not self._ready.is_set():
+            raise NoRoots("the client's roots are being refreshed and did not arrive; retry")
+        ttl = self.service.settings.roots_ttl
+        stale = self.fetched_at is None or time.monotonic() - self.fetched_at > ttl
+        if not self.list_changed and stale:
+            await self.refresh()
+        return [] if self.failed else list(self.roots)
+
+    def track(self, token: Token) -> None:
+        self._inflight.add(token)
+
+    def untrack(self, token: Token) -> None:
+        self._inflight.discard(token)
+
+    def close(self) -> None:
+        for r in self.roots:
+            r.retire()
+        self.roots = []
+
+
+@asynccontextmanager
+async def lease(
+    roots: Sequence[Root], client: ClientRoots | None = None
+) -> AsyncIterator[tuple[list[Root], Token]]:
+    """Hold ``roots`` for one call: their fds stay open until the call ends, and the token
+    is cancelled if the client removes one of them meanwhile."""
+    held: list[Root] = []
+    try:
+        for r in roots:
+            if not r.acquire():
+                raise RootRemoved(f"root {r.name!r} was removed; retry with the current roots")
+            held.append(r)
+        token = Token(frozenset(r.id for r in held))
+        if client is not None:
+            client.track(token)
+        try:
+            yield held, token
+        finally:
+            if client is not None:
+                client.untrack(token)
+    finally:
+        for r in held:
+            r.release()
+
+
+def scope(client_roots: Sequence[Root] | None, service: Service) -> list[Root]:
+    """Effective roots: client ∩ operator (``None``: the client has no roots capability)."""
+    return effective_roots(client_roots, service.operator_roots)
