@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: install
-	$(BIN)/rootgrep serve $(ARGS)
+	$(BIN)/rootgrep serve --transport http --root "$(CURDIR)" $(ARGS)
 
 test: install
 	$(BIN)/python -m pytest -q -x --timeout=300 tests

@@ -20,7 +20,10 @@ from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Ma
 from .roots import Root, pin_root
 from .walker import Walker, WalkOptions
 
-VERBS = {"grep": "exact line search, output like `rg -n`"}
+VERBS = {
+    "serve": "serve the MCP tools over stdio or streamable HTTP",
+    "grep": "exact line search, output like `rg -n`",
+}
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -71,6 +74,94 @@ def _grep_parser() -> argparse.ArgumentParser:
     return g
 
 
+def _serve_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rootgrep serve", description=VERBS["serve"])
+    p.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="an operator root (repeatable; default: $ROOTGREP_ROOTS, "
+        "os.pathsep-separated); with none, the client's roots are the scope",
+    )
+    p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default loopback)")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--allow-write", action="store_true", help="offer the write tools")
+    p.add_argument("--no-index", action="store_true", help="do not build search indexes")
+    p.add_argument("--symlinks", choices=("within", "never"), default="within")
+    p.add_argument("--cache-dir", metavar="DIR", help="index cache (see the README)")
+    p.add_argument("--audit-log", metavar="FILE", help="append JSON lines of every decision")
+    p.add_argument(
+        "--auth-token-env", metavar="VAR", help="HTTP: require 'Authorization: Bearer $VAR'"
+    )
+    p.add_argument(
+        "--roots-ttl",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="re-fetch roots older than this for clients without listChanged",
+    )
+    p.add_argument("--max-read-bytes", type=int, default=1 << 20, metavar="BYTES")
+    p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from .audit import Audit
+    from .server import build_server, serve_http, serve_stdio
+    from .service import Service, Settings
+
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    dirs = list(args.root)
+    if not dirs and os.environ.get("ROOTGREP_ROOTS"):
+        dirs = [d for d in os.environ["ROOTGREP_ROOTS"].split(os.pathsep) if d]
+    token = None
+    if args.auth_token_env:
+        token = os.environ.get(args.auth_token_env)
+        if not token:
+            raise SystemExit(
+                f"rootgrep: --auth-token-env {args.auth_token_env}: that variable is empty"
+            )
+    roots = [pin_root(d, symlinks=args.symlinks) for d in dirs]
+    settings = Settings(
+        allow_write=args.allow_write,
+        symlinks=args.symlinks,
+        max_read_bytes=args.max_read_bytes,
+        max_file_size=args.max_file_size,
+        roots_ttl=args.roots_ttl,
+    )
+    service = Service(roots, settings, Audit(args.audit_log))
+    mcp = build_server(service)
+    if args.transport == "stdio":
+        serve_stdio(mcp)
+        return 0
+    url = f"http://{args.host}:{args.port}/mcp"
+    print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
+    serve_http(mcp, host=args.host, port=args.port, token=token)
+    return 0
+
+
+def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
+    entry: dict[str, object] = {"type": "http", "url": url}
+    if auth:
+        entry["headers"] = {"Authorization": "Bearer ${ROOTGREP_TOKEN}"}
+    snippet = json.dumps({"mcpServers": {"rootgrep": entry}}, indent=2)
+    served = ", ".join(os.fsdecode(r.path) for r in roots) or "the client's roots"
+    return (
+        f"rootgrep {__version__} serving {served}\n"
+        f"MCP endpoint (streamable HTTP): {url}\n"
+        f"client configuration:\n{snippet}"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in VERBS:
@@ -78,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     verb, rest = argv[0], argv[1:]
     try:
+        if verb == "serve":
+            return _serve(_serve_parser().parse_args(rest))
         if verb == "grep":
             gp = _grep_parser()
             # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"

@@ -85,7 +85,7 @@ class Settings:
     use_openat2: bool | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class Token:
     """Cancellation for one call: set when a root it uses is removed."""
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from .audit import Audit
-from .errors import NoRoots, RootgrepError, RootRemoved
+from .errors import NoRoots, RootgrepError
 from .roots import Root, accept_client_root, effective_roots
 from .service import Service, Token
 
@@ -160,31 +159,6 @@ class ClientRoots:
         for r in self.roots:
             r.retire()
         self.roots = []
-
-
-@asynccontextmanager
-async def lease(
-    roots: Sequence[Root], client: ClientRoots | None = None
-) -> AsyncIterator[tuple[list[Root], Token]]:
-    """Hold ``roots`` for one call: their fds stay open until the call ends, and the token
-    is cancelled if the client removes one of them meanwhile."""
-    held: list[Root] = []
-    try:
-        for r in roots:
-            if not r.acquire():
-                raise RootRemoved(f"root {r.name!r} was removed; retry with the current roots")
-            held.append(r)
-        token = Token(frozenset(r.id for r in held))
-        if client is not None:
-            client.track(token)
-        try:
-            yield held, token
-        finally:
-            if client is not None:
-                client.untrack(token)
-    finally:
-        for r in held:
-            r.release()
 
 
 def scope(client_roots: Sequence[Root] | None, service: Service) -> list[Root]:
