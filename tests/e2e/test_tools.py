@@ -1,0 +1,267 @@
+"""Every tool through the real MCP client (in-memory), in both protocol eras."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from mcp_helpers import MODES, RootsStub, code, connect, text, uri
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    p = tmp_path / "proj"
+    (p / "src" / "pkg").mkdir(parents=True)
+    (p / "docs").mkdir()
+    for i in range(30):
+        (p / "src" / "pkg" / f"m{i:02}.py").write_text(
+            "".join(f"def f{j}():\n    return 'needle {i}.{j}'\n" for j in range(5))
+        )
+    (p / "README.md").write_text("# needle project\nsecond line\nthird line\n")
+    (p / "docs" / "guide.md").write_text("Needle in docs\n")
+    (p / ".gitignore").write_text("build/\n")
+    (p / "build").mkdir()
+    (p / "build" / "out.py").write_text("needle in build\n")
+    (p / ".hidden.py").write_text("needle hidden\n")
+    return p
+
+
+READ_TOOLS = {"list_roots", "grep", "find_files", "read_file", "list_directory",
+              "directory_tree", "file_info"}  # fmt: skip
+WRITE_TOOLS = {"write_file", "edit_file", "create_directory", "move_path", "copy_path",
+               "delete_path"}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_tool_list_annotations_and_schemas(make_server, proj: Path, mode: str) -> None:
+    async with connect(make_server([proj]), mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert set(tools) == READ_TOOLS
+    for t in tools.values():
+        assert t.annotations is not None
+        assert t.annotations.read_only_hint is True and t.annotations.open_world_hint is False
+        assert t.output_schema is not None and t.output_schema.get("type") == "object"
+        assert "roots" not in t.input_schema.get("properties", {})
+    async with connect(make_server([proj], allow_write=True), mode) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert set(tools) == READ_TOOLS | WRITE_TOOLS
+    assert tools["delete_path"].annotations.destructive_hint is True
+    assert tools["write_file"].annotations.read_only_hint is False
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_roots_and_identity(make_server, proj: Path, mode: str) -> None:
+    async with connect(make_server([proj]), mode) as c:
+        r = await c.call_tool("list_roots", {})
+    (root,) = r.structured_content["roots"]
+    assert root["uri"] == uri(proj) and root["name"] == "proj" and root["source"] == "operator"
+    assert root["index"]["state"] == "off" and r.structured_content["read_only"] is True
+    assert "proj" in text(r)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_grep_results_order_and_paging(make_server, proj: Path, mode: str) -> None:
+    async with connect(make_server([proj]), mode) as c:
+        full = await c.call_tool("grep", {"pattern": "needle", "max_results": 1000})
+        m = full.structured_content["matches"]
+        assert (
+            full.structured_content["truncated"] is False
+            and full.structured_content["next_cursor"] is None
+        )
+        assert len(m) == 30 * 5 + 1  # not build/ (ignored), not .hidden.py, not docs (Needle)
+        keys = [(x["path"].split("/"), x["line"]) for x in m]
+        assert keys == sorted(keys)
+        first = m[0]
+        assert first["root"]["uri"] == uri(proj) and first["uri"].startswith(uri(proj) + "/")
+        assert first["column"] >= 1 and isinstance(first["text"], str)
+        # pages of 7 add up to the unpaged answer
+        pages, cursor = [], None
+        while True:
+            args = {"pattern": "needle", "max_results": 7}
+            if cursor:
+                args["cursor"] = cursor
+            page = (await c.call_tool("grep", args)).structured_content
+            pages += page["matches"]
+            cursor = page["next_cursor"]
+            assert page["truncated"] == (cursor is not None)
+            if cursor is None:
+                break
+        assert pages == m
+        # options
+        ci = await c.call_tool("grep", {"pattern": "NEEDLE", "case_sensitive": False})
+        assert len(ci.structured_content["matches"]) == 30 * 5 + 2
+        hid = await c.call_tool("grep", {"pattern": "needle", "hidden": True, "no_ignore": True,
+                                         "max_results": 1000})  # fmt: skip
+        paths = {x["path"] for x in hid.structured_content["matches"]}
+        assert {".hidden.py", "build/out.py"} <= paths
+        inc = await c.call_tool("grep", {"pattern": "needle", "include": ["*.md"]})
+        assert [x["path"] for x in inc.structured_content["matches"]] == ["README.md"]
+        exc = await c.call_tool("grep", {"pattern": "needle", "exclude": ["src/"]})
+        assert [x["path"] for x in exc.structured_content["matches"]] == ["README.md"]
+        ctx = await c.call_tool("grep", {"pattern": "second", "context": 1})
+        (hit,) = ctx.structured_content["matches"]
+        assert hit["before"] == ["# needle project"] and hit["after"] == ["third line"]
+        rx = await c.call_tool(
+            "grep", {"pattern": r"f[0-9]\(", "regex": True, "path": "src/pkg/m00.py"}
+        )
+        assert [x["line"] for x in rx.structured_content["matches"]] == [1, 3, 5, 7, 9]
+        bad = await c.call_tool("grep", {"pattern": "(", "regex": True})
+        assert code(bad) == "invalid_pattern"
+        wrong = await c.call_tool("grep", {"pattern": "other", "cursor": cursor or "abc"})
+        assert code(wrong) == "invalid_pattern"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_find_files(make_server, proj: Path, mode: str) -> None:
+    async with connect(make_server([proj]), mode) as c:
+        g = (await c.call_tool("find_files", {"pattern": "*.md"})).structured_content
+        assert [f["path"] for f in g["files"]] == ["README.md", "docs/guide.md"]
+        assert g["files"][0]["size"] > 0 and g["files"][0]["mtime"].endswith("Z")
+        sub = (await c.call_tool("find_files", {"pattern": "PKG/M0"})).structured_content
+        assert len(sub["files"]) == 10  # case-insensitive substring
+        anchored = (await c.call_tool("find_files", {"pattern": "src/*.py"})).structured_content
+        assert anchored["files"] == []  # anchored at the root: no .py directly in src/
+        paged, cursor = [], None
+        while True:
+            args = {"pattern": "*.py", "max_results": 4}
+            if cursor:
+                args["cursor"] = cursor
+            page = (await c.call_tool("find_files", args)).structured_content
+            paged += page["files"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        full = (await c.call_tool("find_files", {"pattern": "*.py"})).structured_content
+        assert paged == full["files"] and len(paged) == 30
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_read_file(make_server, proj: Path, mode: str) -> None:
+    async with connect(make_server([proj]), mode) as c:
+        r = (await c.call_tool("read_file", {"path": "README.md"})).structured_content
+        assert r["content"] == "# needle project\nsecond line\nthird line\n"
+        assert (r["start_line"], r["end_line"], r["total_lines"], r["truncated"]) == (
+            1,
+            3,
+            3,
+            False,
+        )
+        part = (await c.call_tool("read_file", {"path": "README.md", "start_line": 2,
+                                                "end_line": 2})).structured_content  # fmt: skip
+        assert part["content"] == "second line\n" and part["start_line"] == 2
+        absolute = await c.call_tool("read_file", {"path": str(proj / "docs" / "guide.md")})
+        assert absolute.structured_content["path"] == "docs/guide.md"
+        via_uri = await c.call_tool("read_file", {"path": uri(proj / "docs" / "guide.md")})
+        assert via_uri.structured_content["content"] == "Needle in docs\n"
+        (proj / "bin.dat").write_bytes(b"\0\1\2")
+        assert code(await c.call_tool("read_file", {"path": "bin.dat"})) == "binary_file"
+        assert code(await c.call_tool("read_file", {"path": "nope.txt"})) == "not_found"
+        assert code(await c.call_tool("read_file", {"path": "docs"})) == "not_a_file"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_directory_tree_and_info(make_server, proj: Path, mode: str) -> None:
+    os.symlink("README.md", proj / "link.md")
+    async with connect(make_server([proj]), mode) as c:
+        ls = (await c.call_tool("list_directory", {})).structured_content
+        names = {e["name"]: e["type"] for e in ls["entries"]}
+        assert (
+            names["src"] == "dir"
+            and names["link.md"] == "symlink"
+            and names[".hidden.py"] == "file"
+        )
+        assert ls["path"] == "." and ls["next_cursor"] is None
+        tree = (await c.call_tool("directory_tree", {"max_depth": 2})).structured_content
+        top = {n["name"]: n for n in tree["tree"]["children"]}
+        assert "build" not in top and ".hidden.py" not in top  # ignore and hidden rules
+        assert top["src"]["children"][0]["name"] == "pkg"
+        assert top["src"]["children"][0]["children"] is not None
+        assert top["src"]["children"][0]["children"] == []  # depth 2 stops below pkg
+        small = (await c.call_tool("directory_tree", {"max_entries": 3})).structured_content
+        assert small["truncated"] is True
+        info = (await c.call_tool("file_info", {"path": "link.md"})).structured_content
+        assert info["type"] == "symlink" and info["is_symlink"] is True
+        info = (await c.call_tool("file_info", {"path": "README.md"})).structured_content
+        assert info["type"] == "file" and info["mode"] == "0644" and info["size"] == 40
+
+
+async def test_list_directory_pages(make_server, tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.mkdir()
+    for i in range(1203):
+        (big / f"f{i:04}").write_text("")
+    async with connect(make_server([big]), "legacy") as c:
+        names, cursor, pages = [], None, 0
+        while True:
+            args = {"cursor": cursor} if cursor else {}
+            page = (await c.call_tool("list_directory", args)).structured_content
+            names += [e["name"] for e in page["entries"]]
+            cursor = page["next_cursor"]
+            pages += 1
+            if cursor is None:
+                break
+    assert names == [f"f{i:04}" for i in range(1203)] and pages == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_write_tools(make_server, proj: Path, mode: str) -> None:
+    async with connect(make_server([proj], allow_write=True), mode) as c:
+        w = await c.call_tool("write_file", {"path": "new/x.txt", "content": "one\n"})
+        assert code(w) == "not_found"  # the parent must exist
+        assert not (await c.call_tool("create_directory", {"path": "new/deeper"})).is_error
+        w = await c.call_tool("write_file", {"path": "new/x.txt", "content": "one\ntwo\n"})
+        assert (
+            w.structured_content["created"] is True
+            and (proj / "new/x.txt").read_text() == "one\ntwo\n"
+        )
+        again = await c.call_tool(
+            "write_file", {"path": "new/x.txt", "content": "z", "create_only": True}
+        )
+        assert code(again) == "exists"
+        dry = await c.call_tool("edit_file", {"path": "new/x.txt", "dry_run": True,
+                                              "edits": [{"old_text": "two", "new_text": "2"}]})  # fmt: skip
+        assert "-two" in dry.structured_content["diff"] and "+2" in dry.structured_content["diff"]
+        assert (proj / "new/x.txt").read_text() == "one\ntwo\n"
+        done = await c.call_tool("edit_file", {"path": "new/x.txt",
+                                               "edits": [{"old_text": "two", "new_text": "2"}]})  # fmt: skip
+        assert done.structured_content["applied"] and (proj / "new/x.txt").read_text() == "one\n2\n"
+        miss = await c.call_tool("edit_file", {"path": "new/x.txt",
+                                               "edits": [{"old_text": "absent", "new_text": ""}]})  # fmt: skip
+        assert code(miss) == "edit_mismatch"
+        mv = await c.call_tool("move_path", {"source": "new/x.txt", "destination": "new/y.txt"})
+        assert (
+            not mv.is_error and (proj / "new/y.txt").exists() and not (proj / "new/x.txt").exists()
+        )
+        (proj / "new/z.txt").write_text("z")
+        clash = await c.call_tool("move_path", {"source": "new/z.txt", "destination": "new/y.txt"})
+        assert code(clash) == "exists"
+        cp = await c.call_tool("copy_path", {"source": "src", "destination": "src2"})
+        assert cp.structured_content["files"] == 30
+        assert (proj / "src2/pkg/m07.py").read_text() == (proj / "src/pkg/m07.py").read_text()
+        assert code(await c.call_tool("delete_path", {"path": "src2"})) == "not_a_file"
+        rm = await c.call_tool("delete_path", {"path": "src2", "recursive": True})
+        assert rm.structured_content["removed"] == 32 and not (proj / "src2").exists()
+        assert (
+            code(await c.call_tool("delete_path", {"path": ".", "recursive": True}))
+            == "invalid_path"
+        )
+        assert code(await c.call_tool("delete_path", {"path": str(proj)})) == "invalid_path"
+        assert proj.is_dir()
+
+
+async def test_structured_output_matches_text(make_server, proj: Path) -> None:
+    async with connect(make_server([proj]), "legacy") as c:
+        r = await c.call_tool("grep", {"pattern": "second"})
+    assert "README.md:2:1: second line" in text(r)
+    assert json.loads(json.dumps(r.structured_content))["matches"][0]["line"] == 2
+
+
+async def test_client_roots_are_the_scope_without_operator_roots(make_server, proj: Path) -> None:
+    stub = RootsStub([uri(proj / "docs")])
+    async with connect(make_server([]), "legacy", stub) as c:
+        r = await c.call_tool("grep", {"pattern": "Needle"})
+    assert [m["path"] for m in r.structured_content["matches"]] == ["guide.md"]
