@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,12 +11,7 @@ from pathlib import Path
 import pytest
 
 from rootgrep.confine import Beneath, openat2_available
-from rootgrep.errors import RootgrepError
-
-MARKER = "SECRET-MARKER-7f3a9c"
-BIN = Path(sys.executable).parent
-RG = str(BIN / "rg")
-ROOTGREP = str(BIN / "rootgrep")
+from support import MARKER
 
 
 @pytest.fixture
@@ -55,32 +49,6 @@ def fs(world: Path, mode: str) -> Iterator[Beneath]:
     assert b.use_openat2 == (mode == "openat2")
     yield b
     b.close()
-
-
-def assert_no_marker(*outputs: object) -> None:
-    for out in outputs:
-        text = out if isinstance(out, str | bytes) else repr(out)
-        if isinstance(text, bytes):
-            assert MARKER.encode() not in text
-        else:
-            assert MARKER not in text
-
-
-def error_code(fn: object, *args: object, **kwargs: object) -> str:
-    """Call ``fn`` and return the SPEC code of the RootgrepError it raises (asserting it does),
-    checking that the message never carries the secret."""
-    try:
-        result = fn(*args, **kwargs)  # type: ignore[operator]
-    except RootgrepError as e:
-        assert_no_marker(str(e))
-        assert str(e).startswith(f"[{e.code}] ")
-        return e.code
-    assert_no_marker(result)
-    raise AssertionError(f"expected an error, got {result!r}")
-
-
-def fd_count() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MARKER, RG, ROOTGREP
+from support import MARKER, RG, ROOTGREP
 
 ENV = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
 

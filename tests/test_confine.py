@@ -19,10 +19,10 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import MARKER, assert_no_marker, error_code, fd_count
 from rootgrep.confine import Beneath, is_binary, split_relpath
 from rootgrep.errors import RootgrepError
 from rootgrep.roots import Root, pin_root, resolve_target
+from support import MARKER, assert_no_marker, error_code, fd_count
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import error_code, fd_count
 from rootgrep.confine import Beneath
 from rootgrep.grep import (
     FileMatches,
@@ -22,6 +21,7 @@ from rootgrep.grep import (
     text_of,
 )
 from rootgrep.walker import Walker
+from support import error_code, fd_count
 
 
 def lines(pattern: str, buf: bytes, **kw: object) -> list[tuple[int, int, bytes]]:

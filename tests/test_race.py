@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MARKER
 from rootgrep.confine import Beneath
 from rootgrep.errors import RootgrepError
 from rootgrep.grep import GrepQuery, Matcher, run_grep
 from rootgrep.walker import Walker, WalkOptions
+from support import MARKER
 
 RACE_SECONDS = 3.0
 _libc = ctypes.CDLL(None, use_errno=True)

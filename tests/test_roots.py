@@ -9,7 +9,6 @@ from urllib.parse import quote
 
 import pytest
 
-from conftest import error_code
 from rootgrep.roots import (
     Root,
     accept_client_root,
@@ -21,6 +20,7 @@ from rootgrep.roots import (
     resolve_target,
     root_id,
 )
+from support import error_code
 
 
 def uri(p: Path | str) -> str:

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import MARKER, RG, fd_count
 from rootgrep.confine import Beneath
 from rootgrep.walker import Walker, WalkOptions, list_files
+from support import MARKER, RG, fd_count
 
 RG_WALK = ["--files", "--sort", "path", "--null", "--no-require-git", "--no-ignore-global",
            "--no-ignore-parent"]  # fmt: skip

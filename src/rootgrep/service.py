@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -73,6 +74,7 @@ from .walker import DirBatch, Walker, WalkOptions
 MAX_RESULTS_CAP = 1000
 LIST_PAGE = 500
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +172,50 @@ def _order_key(path: bytes) -> list[bytes]:
     return path.split(b"/")
 
 
+def _fold_dotdot(comps: list[bytes]) -> list[bytes]:
+    """``a/../b`` → ``b`` when it stays inside (for reporting); otherwise unchanged, and the
+    confinement layer refuses it."""
+    if b".." not in comps:
+        return comps
+    out: list[bytes] = []
+    for c in comps:
+        if c == b"..":
+            if not out:
+                return comps
+            out.pop()
+        else:
+            out.append(c)
+    return out
+
+
+def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
+    """Record the decision of one call in the audit log: ``allow`` with the root and the
+    normalised root-relative path it reached, or ``deny`` with the error code."""
+
+    def deco(fn: F) -> F:
+        @functools.wraps(fn)
+        def wrapper(self: Service, roots: Sequence[Root], *args: Any, **kw: Any) -> Any:
+            requested = kw.get(arg)
+            if arg == "pattern":
+                requested = kw.get("path")
+            try:
+                result = fn(self, roots, *args, **kw)
+            except RootgrepError as e:
+                self.audit.record(tool=tool, op=op, requested=requested, decision="deny",
+                                  reason=e.code)  # fmt: skip
+                raise
+            root = getattr(result, "root", None)
+            where = getattr(result, "path", None) or getattr(result, "destination", None)
+            self.audit.record(tool=tool, op=op, requested=requested, decision="allow",
+                              reason="inside_root", root_id=root.id if root else None,
+                              path=where)  # fmt: skip
+            return result
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
 # ---- the service -----------------------------------------------------------------------------
 
 
@@ -191,35 +237,17 @@ class Service:
         path: str | None,
         root: str | None,
     ) -> tuple[Root, list[bytes]]:
-        """Map (path, root) to a root and components, auditing the decision."""
-        try:
-            r, comps = resolve_target(roots, path, root)
-        except RootgrepError as e:
-            self.audit.record(tool=tool, op=op, requested=path, decision="deny", reason=e.code)
-            raise
-        self.audit.record(
-            tool=tool,
-            op=op,
-            requested=path,
-            decision="allow",
-            reason="inside_root",
-            root_id=r.id,
-            path=display(comps),
-        )
-        return r, comps
+        """Map (path, root) to a root and components; ``..`` that stays inside is folded."""
+        r, comps = resolve_target(roots, path, root)
+        return r, _fold_dotdot(comps)
 
     def _targets(
         self, roots: Sequence[Root], tool: str, path: str | None, root: str | None
     ) -> list[tuple[Root, list[bytes]]]:
         """Where a search runs: every root when neither path nor root is given."""
         if not roots:
-            self.audit.record(tool=tool, op="search", requested=path, decision="deny",
-                              reason="no_roots")  # fmt: skip
             raise NoRoots("no effective roots: the client announced none inside the served roots")
         if path is None and root is None:
-            for r in roots:
-                self.audit.record(tool=tool, op="search", requested=None, decision="allow",
-                                  reason="inside_root", root_id=r.id, path=".")  # fmt: skip
             return [(r, []) for r in roots]
         return [self._locate(roots, tool, "search", path, root)]
 
@@ -233,6 +261,7 @@ class Service:
 
     # -- grep --------------------------------------------------------------------------------
 
+    @audited("grep", "search", "pattern")
     def grep(
         self,
         roots: Sequence[Root],
@@ -297,6 +326,7 @@ class Service:
 
     # -- find_files ------------------------------------------------------------------------
 
+    @audited("find_files", "search", "pattern")
     def find_files(
         self,
         roots: Sequence[Root],
@@ -365,6 +395,7 @@ class Service:
 
     # -- read_file ---------------------------------------------------------------------------
 
+    @audited("read_file", "read", "path")
     def read_file(
         self,
         roots: Sequence[Root],
@@ -398,6 +429,7 @@ class Service:
 
     # -- list_directory ----------------------------------------------------------------------
 
+    @audited("list_directory", "list", "path")
     def list_directory(
         self,
         roots: Sequence[Root],
@@ -444,6 +476,7 @@ class Service:
 
     # -- directory_tree ----------------------------------------------------------------------
 
+    @audited("directory_tree", "list", "path")
     def directory_tree(
         self,
         roots: Sequence[Root],
@@ -488,6 +521,7 @@ class Service:
 
     # -- file_info ---------------------------------------------------------------------------
 
+    @audited("file_info", "stat", "path")
     def file_info(
         self, roots: Sequence[Root], *, path: str, root: str | None = None
     ) -> FileInfoResult:
@@ -508,12 +542,11 @@ class Service:
 
     def _writable(self, tool: str, path: str | None) -> None:
         if not self.settings.allow_write:
-            self.audit.record(tool=tool, op="write", requested=path, decision="deny",
-                              reason="read_only")  # fmt: skip
             raise ReadOnly(
                 "rootgrep is serving read-only; the operator must start it with --allow-write"
             )
 
+    @audited("write_file", "write", "path")
     def write_file(
         self,
         roots: Sequence[Root],
@@ -540,6 +573,7 @@ class Service:
             created=not existed,
         )
 
+    @audited("edit_file", "edit", "path")
     def edit_file(
         self,
         roots: Sequence[Root],
@@ -583,6 +617,7 @@ class Service:
             applied=not dry_run,
         )  # fmt: skip
 
+    @audited("create_directory", "mkdir", "path")
     def create_directory(
         self, roots: Sequence[Root], *, path: str, root: str | None = None
     ) -> PathResult:
@@ -604,6 +639,7 @@ class Service:
             raise InvalidPath("a root itself cannot be moved, copied over or replaced")
         return r, src, dst
 
+    @audited("move_path", "move", "source")
     def move_path(
         self,
         roots: Sequence[Root],
@@ -621,6 +657,7 @@ class Service:
             uri=file_uri(r, b"/".join(dst)),
         )  # fmt: skip
 
+    @audited("copy_path", "copy", "source")
     def copy_path(
         self,
         roots: Sequence[Root],
@@ -646,6 +683,7 @@ class Service:
             skipped=[Skipped(path=display(p), reason=why) for p, why in rep.skipped],
         )
 
+    @audited("delete_path", "delete", "path")
     def delete_path(
         self,
         roots: Sequence[Root],

@@ -1,0 +1,40 @@
+"""Constants and assertions shared by the tests (import as ``from support import ...``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rootgrep.errors import RootgrepError
+
+MARKER = "SECRET-MARKER-7f3a9c"
+BIN = Path(sys.executable).parent
+RG = str(BIN / "rg")
+ROOTGREP = str(BIN / "rootgrep")
+
+
+def assert_no_marker(*outputs: object) -> None:
+    for out in outputs:
+        text = out if isinstance(out, str | bytes) else repr(out)
+        if isinstance(text, bytes):
+            assert MARKER.encode() not in text
+        else:
+            assert MARKER not in text
+
+
+def error_code(fn: object, *args: object, **kwargs: object) -> str:
+    """Call ``fn`` and return the SPEC code of the RootgrepError it raises (asserting it does),
+    checking that the message never carries the secret."""
+    try:
+        result = fn(*args, **kwargs)  # type: ignore[operator]
+    except RootgrepError as e:
+        assert_no_marker(str(e))
+        assert str(e).startswith(f"[{e.code}] ")
+        return e.code
+    assert_no_marker(result)
+    raise AssertionError(f"expected an error, got {result!r}")
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
