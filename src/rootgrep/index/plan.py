@@ -1,0 +1,337 @@
+"""Query planning: a regex (or literal) → the trigrams any match must contain, as an AND/OR tree.
+
+In the manner of Google Code Search and zoekt (Russ Cox, "Regular Expression Matching with a
+Trigram Index"): each regex node is summarised by the strings it can match when there are few
+(``exact``), or else by what its matches must start and end with (``prefix``/``suffix``) and a
+boolean query over trigrams (``match``). The result only narrows the candidates: every candidate
+is verified with RE2 against the file itself, so the plan must never exclude a file that
+matches (soundness), and "match everything" is always a correct answer.
+
+Trigrams are taken as the index takes them: three consecutive characters of the original text,
+then lowercased. A window whose lowercasing is not one-to-one, or (for case-insensitive
+patterns) whose characters have case folds that lowercasing does not reach (``ſ`` folds to
+``s``), gives no trigram. This module is pure: no index, no files.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re._constants as sre_c
+import re._parser as sre_parse
+from dataclasses import dataclass
+from typing import Literal
+
+MAX_EXACT = 16  # the most strings an ``exact`` set may hold before it becomes a query
+MAX_SET = 64  # the most prefixes or suffixes kept
+
+
+# ---- the boolean query over trigrams ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Q:
+    op: Literal["all", "none", "tri", "and", "or"]
+    tri: str = ""
+    args: tuple[Q, ...] = ()
+
+    def __str__(self) -> str:
+        if self.op in ("all", "none"):
+            return self.op.upper()
+        if self.op == "tri":
+            return repr(self.tri)
+        sep = " & " if self.op == "and" else " | "
+        return "(" + sep.join(map(str, self.args)) + ")"
+
+    def trigrams(self) -> set[str]:
+        if self.op == "tri":
+            return {self.tri}
+        return set().union(*(a.trigrams() for a in self.args)) if self.args else set()
+
+    def matches(self, present: set[str]) -> bool:
+        """Evaluate against the set of trigrams a text has (for tests and the dirty set)."""
+        if self.op == "all":
+            return True
+        if self.op == "none":
+            return False
+        if self.op == "tri":
+            return self.tri in present
+        if self.op == "and":
+            return all(a.matches(present) for a in self.args)
+        return any(a.matches(present) for a in self.args)
+
+
+ALL = Q("all")
+NONE = Q("none")
+
+
+def q_and(*qs: Q) -> Q:
+    args: list[Q] = []
+    for q in qs:
+        if q.op == "none":
+            return NONE
+        if q.op == "all":
+            continue
+        for a in q.args if q.op == "and" else (q,):
+            if a not in args:
+                args.append(a)
+    if not args:
+        return ALL
+    return args[0] if len(args) == 1 else Q("and", args=tuple(args))
+
+
+def q_or(*qs: Q) -> Q:
+    args: list[Q] = []
+    for q in qs:
+        if q.op == "all":
+            return ALL
+        if q.op == "none":
+            continue
+        for a in q.args if q.op == "or" else (q,):
+            if a not in args:
+                args.append(a)
+    if not args:
+        return NONE
+    return args[0] if len(args) == 1 else Q("or", args=tuple(args))
+
+
+# ---- trigrams as the index makes them --------------------------------------------------------
+
+
+@functools.cache
+def _fold_unsafe() -> frozenset[str]:
+    """Lowercase characters that some other character case-folds to without lowercasing to
+    (``ſ`` → ``s``, ``ﬁ`` …): a case-insensitive pattern may match text the index stored
+    under another trigram."""
+    out: set[str] = set()
+    for cp in range(0x80, 0x10000):
+        ch = chr(cp)
+        lo, cf = ch.lower(), ch.casefold()
+        if lo != cf and len(cf) == 1:  # RE2 folds one character to one (simple folding)
+            out.update(cf)
+            out.update(lo)
+    return frozenset(out)
+
+
+def _usable(ch: str, ci: bool) -> bool:
+    lo = ch.lower()
+    if len(lo) != 1 or len(ch.upper()) != 1:
+        return False
+    if ci and not ch.isascii():
+        return False  # non-ASCII case folding is too irregular to reason about
+    return not (ci and lo in _fold_unsafe())
+
+
+def string_trigrams(s: str, ci: bool) -> list[str]:
+    """The index terms a literal ``s`` must produce: lowercased three-character windows,
+    skipping windows with a character that cannot be reasoned about."""
+    out: list[str] = []
+    for i in range(len(s) - 2):
+        w = s[i : i + 3]
+        if all(_usable(c, ci) for c in w):
+            t = lower(w)
+            if t not in out:
+                out.append(t)
+    return out
+
+
+def lower(s: str) -> str:
+    """Lowercase as the index's filter does: character by character (no final-sigma rule)."""
+    return "".join(c.lower() for c in s)
+
+
+def text_trigrams(text: str) -> set[str]:
+    """Every trigram term of a text, as the index stores them (tests use this)."""
+    return {lower(text[i : i + 3]) for i in range(len(text) - 2)}
+
+
+def _strings_query(strings: set[str], ci: bool) -> Q:
+    """Any one of ``strings`` must occur: OR over strings of AND over their trigrams."""
+    return q_or(*(q_and(*(Q("tri", t) for t in string_trigrams(s, ci))) for s in strings))
+
+
+# ---- regex summaries -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Info:
+    emptyable: bool
+    exact: frozenset[str] | None  # every string the node matches, when few
+    prefix: frozenset[str]  # what every match starts with (when exact is None)
+    suffix: frozenset[str]  # what every match ends with (when exact is None)
+    match: Q
+
+
+ANY_CHAR = Info(False, None, frozenset({""}), frozenset({""}), ALL)
+ANYTHING = Info(True, None, frozenset({""}), frozenset({""}), ALL)
+EMPTY = Info(True, frozenset({""}), frozenset(), frozenset(), ALL)
+
+
+def _exact(strings: set[str]) -> Info:
+    return Info("" in strings, frozenset(strings), frozenset(), frozenset(), ALL)
+
+
+def _inexact(info: Info, ci: bool) -> Info:
+    """Turn an exact set into prefix/suffix/match form."""
+    if info.exact is None:
+        return info
+    return Info(
+        info.emptyable,
+        None,
+        _trim(info.exact, "prefix"),
+        _trim(info.exact, "suffix"),
+        q_and(info.match, _strings_query(set(info.exact), ci)),
+    )
+
+
+def _trim(strings: frozenset[str] | set[str], side: str) -> frozenset[str]:
+    """Keep only what a trigram across the boundary needs: two characters per string."""
+    if side == "prefix":
+        return frozenset(s[:2] for s in strings)
+    return frozenset(s[-2:] for s in strings)
+
+
+def _cross(a: frozenset[str], b: frozenset[str]) -> set[str]:
+    return {x + y for x, y in itertools.product(a, b)}
+
+
+def concat(x: Info, y: Info, ci: bool) -> Info:
+    if x.exact is not None and y.exact is not None and len(x.exact) * len(y.exact) <= MAX_EXACT:
+        return Info(
+            x.emptyable and y.emptyable, frozenset(_cross(x.exact, y.exact)), frozenset(),
+            frozenset(), q_and(x.match, y.match),
+        )  # fmt: skip
+    match = q_and(x.match, y.match)
+    # what every match of x then y starts with
+    if x.exact is not None:
+        prefix = _cross(x.exact, y.prefix if y.exact is None else y.exact)
+        match = q_and(match, _strings_query(set(x.exact), ci))
+    else:
+        prefix = set(x.prefix)
+        if x.emptyable:
+            prefix |= set(y.prefix if y.exact is None else y.exact)
+    if y.exact is not None:
+        suffix = _cross(x.suffix if x.exact is None else x.exact, y.exact)
+        match = q_and(match, _strings_query(set(y.exact), ci))
+    else:
+        suffix = set(y.suffix)
+        if y.emptyable:
+            suffix |= set(x.suffix if x.exact is None else x.exact)
+    # trigrams that straddle the boundary: some suffix of x followed by some prefix of y
+    left = x.exact if x.exact is not None else x.suffix
+    right = y.exact if y.exact is not None else y.prefix
+    if left and right and len(left) * len(right) <= MAX_SET:
+        match = q_and(
+            match, _strings_query(_cross(_trim(left, "suffix"), _trim(right, "prefix")), ci)
+        )
+    if len(prefix) > MAX_SET:
+        prefix = {""}
+    if len(suffix) > MAX_SET:
+        suffix = {""}
+    return Info(
+        x.emptyable and y.emptyable, None, _trim(prefix, "prefix"), _trim(suffix, "suffix"), match
+    )
+
+
+def alternate(x: Info, y: Info, ci: bool) -> Info:
+    if x.exact is not None and y.exact is not None and len(x.exact) + len(y.exact) <= MAX_EXACT:
+        return Info(
+            x.emptyable or y.emptyable, x.exact | y.exact, frozenset(), frozenset(),
+            q_and(x.match, y.match) if x.match == y.match else q_or(x.match, y.match),
+        )  # fmt: skip
+    a, b = _inexact(x, ci), _inexact(y, ci)
+    prefix = a.prefix | b.prefix
+    suffix = a.suffix | b.suffix
+    return Info(
+        a.emptyable or b.emptyable,
+        None,
+        prefix if len(prefix) <= MAX_SET else frozenset({""}),
+        suffix if len(suffix) <= MAX_SET else frozenset({""}),
+        q_or(a.match, b.match),
+    )
+
+
+def _class_chars(items: list[tuple[object, object]]) -> set[str] | None:
+    """The characters of a small, positive character class; None when large or negated."""
+    chars: set[str] = set()
+    for op, av in items:
+        if op is sre_c.LITERAL:
+            chars.add(chr(av))  # type: ignore[arg-type]
+        elif op is sre_c.RANGE:
+            lo, hi = av  # type: ignore[misc]
+            if hi - lo > 8:
+                return None
+            chars.update(chr(c) for c in range(lo, hi + 1))
+        else:  # NEGATE, CATEGORY (\d, \w ...)
+            return None
+        if len(chars) > 8:
+            return None
+    return chars
+
+
+def _node(op: object, av: object, ci: bool) -> Info:
+    if op is sre_c.LITERAL:
+        return _exact({chr(av)})  # type: ignore[arg-type]
+    if op is sre_c.NOT_LITERAL or op is sre_c.ANY or op is sre_c.CATEGORY:
+        return ANY_CHAR
+    if op is sre_c.IN:
+        chars = _class_chars(av)  # type: ignore[arg-type]
+        return _exact(chars) if chars else ANY_CHAR
+    if op is sre_c.AT:
+        return EMPTY
+    if op is sre_c.SUBPATTERN:
+        return _seq(av[-1], ci)  # type: ignore[index]
+    if op is sre_c.ATOMIC_GROUP:
+        return _seq(av, ci)
+    if op is sre_c.BRANCH:
+        infos = [_seq(alt, ci) for alt in av[1]]  # type: ignore[index]
+        return functools.reduce(lambda a, b: alternate(a, b, ci), infos)
+    if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, sre_c.POSSESSIVE_REPEAT):
+        lo, hi, sub = av  # type: ignore[misc]
+        inner = _seq(sub, ci)
+        if lo == 0:
+            if hi == 1 and inner.exact is not None and len(inner.exact) < MAX_EXACT:
+                return _exact(set(inner.exact) | {""})
+            return ANYTHING
+        if lo == hi == 1:
+            return inner
+        # at least once: what one occurrence needs, and its ends
+        one = _inexact(inner, ci)
+        return Info(inner.emptyable, None, one.prefix, one.suffix, one.match)
+    if op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
+        return EMPTY  # look-around consumes nothing (RE2 refuses it anyway)
+    return ANYTHING  # anything unforeseen: no narrowing
+
+
+def _seq(sub: sre_parse.SubPattern, ci: bool) -> Info:
+    info = EMPTY
+    for op, av in sub:
+        info = concat(info, _node(op, av, ci), ci)
+    return info
+
+
+_UNPARSEABLE_HINTS = ("[:", "\\p", "\\P", "\\Q", "\\C", "\\x{", "(?<", "(?U")
+
+
+def plan(pattern: str, *, regex: bool, case_sensitive: bool = True) -> Q:
+    """The trigram query every file with a match satisfies (``ALL``: no narrowing)."""
+    if not regex:
+        return _strings_query({pattern}, not case_sensitive)
+    if any(h in pattern for h in _UNPARSEABLE_HINTS):
+        return ALL  # RE2 syntax Python's parser would misread: do not guess
+    try:
+        parsed = sre_parse.parse(pattern.replace("\\z", "\\Z"))
+    except Exception:  # re.error and friends: RE2 accepts what Python does not
+        return ALL
+    ci = not case_sensitive or bool(parsed.state.flags & sre_c.SRE_FLAG_IGNORECASE)
+    if "(?" in pattern and "i" in "".join(re_flags_in(pattern)):
+        ci = True
+    info = _inexact(_seq(parsed, ci), ci)
+    return info.match
+
+
+def re_flags_in(pattern: str) -> list[str]:
+    """Inline flag groups like ``(?i)`` or ``(?i:...)`` anywhere in a pattern."""
+    import re
+
+    return re.findall(r"\(\?([a-zA-Z-]+)[:)]", pattern)
