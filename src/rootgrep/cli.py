@@ -131,6 +131,13 @@ def _serve(args: argparse.Namespace) -> int:
                 f"rootgrep: --auth-token-env {args.auth_token_env}: that variable is empty"
             )
     roots = [pin_root(d, symlinks=args.symlinks) for d in dirs]
+    from .index.manager import IndexManager
+
+    indexes = IndexManager(
+        args.cache_dir, enabled=not args.no_index, max_file_size=args.max_file_size
+    )
+    for r in roots:
+        indexes.activate(r, 0)  # operator roots start building at once, in the background
     settings = Settings(
         allow_write=args.allow_write,
         symlinks=args.symlinks,
@@ -138,7 +145,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_file_size=args.max_file_size,
         roots_ttl=args.roots_ttl,
     )
-    service = Service(roots, settings, Audit(args.audit_log))
+    service = Service(roots, settings, Audit(args.audit_log), indexes)
     mcp = build_server(service)
     if args.transport == "stdio":
         serve_stdio(mcp)

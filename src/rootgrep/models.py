@@ -167,3 +167,36 @@ class DeleteResult(BaseModel):
     root: RootRef
     path: str
     removed: int = Field(description="entries removed")
+
+
+class Snippet(BaseModel):
+    line: int
+    text: str
+
+
+class SearchHit(BaseModel):
+    root: RootRef
+    path: str
+    uri: str
+    score: float
+    snippets: list[Snippet]
+
+
+class SearchResult(BaseModel):
+    results: list[SearchHit]
+    partial: bool = Field(description="an index is still being built: results may be missing")
+    next_cursor: str | None = None
+
+
+class ReindexRoot(BaseModel):
+    root: RootRef
+    files: int
+    bytes: int
+    added: int
+    updated: int
+    removed: int
+    elapsed_ms: float
+
+
+class ReindexResult(BaseModel):
+    roots: list[ReindexRoot]

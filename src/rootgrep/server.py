@@ -22,6 +22,7 @@ from functools import partial
 from typing import Annotated, Any, TypeVar
 
 import anyio
+import anyio.from_thread
 import anyio.to_thread
 from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
@@ -53,6 +54,8 @@ from .models import (
     MoveResult,
     PathResult,
     ReadFileResult,
+    ReindexResult,
+    SearchResult,
     TreeNode,
     WriteResult,
 )
@@ -230,6 +233,11 @@ class RootgrepServer(MCPServer):
                 if new and client is not None:
                     await client.refresh()
                 roots = scope(await client.current() if client else None, self.service)
+            indexes = self.service.indexes
+            if indexes is not None:
+                owner = id(client) if client is not None else 0
+                for r in roots:
+                    indexes.activate(r, owner)
             lease = await self._lease(roots, client)
             work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
             result = await self._run(work, lease, write)
@@ -365,6 +373,44 @@ def _register_tools(mcp: RootgrepServer, s: Service) -> None:
             max_results=max_results, cursor=cursor,
         )  # fmt: skip
         return await mcp.call(ctx, roots, fn, render_grep, token_arg=True)
+
+    @mcp.tool(name="search", title="Ranked search", annotations=READ)
+    async def search(
+        ctx: Context,
+        query: str,
+        root: str | None = None,
+        path: str | None = None,
+        include: list[str] | None = None,
+        exclude: list[str] | None = None,
+        max_results: int = 20,
+        cursor: str | None = None,
+        roots: CallRoots = None,
+    ) -> Annotated[CallToolResult, SearchResult]:
+        """Ranked search over the per-root indexes (BM25, boosted for file names and
+        identifiers): words are ANDed, "quoted phrases", -word excludes, path:GLOB and ext:py
+        filter. Each result has snippets with line numbers; partial=true while an index is
+        still being built. For exact, exhaustive matches use grep."""
+        fn = partial(
+            s.search, query=query, root=root, path=path, include=include, exclude=exclude,
+            max_results=max_results, cursor=cursor,
+        )  # fmt: skip
+        return await mcp.call(ctx, roots, fn, render_search, token_arg=True)
+
+    @mcp.tool(name="reindex", title="Re-index", annotations=READ)
+    async def reindex(
+        ctx: Context, root: str | None = None, roots: CallRoots = None
+    ) -> Annotated[CallToolResult, ReindexResult]:
+        """Bring the index of a root (or of every root) up to date now, re-reading only files
+        that changed; sends progress notifications."""
+
+        def progress(done: int, total: int | None, message: str) -> None:
+            try:
+                anyio.from_thread.run(partial(ctx.report_progress, done, total, message=message))
+            except Exception:  # progress is best effort
+                log.debug("progress notification failed", exc_info=True)
+
+        fn = partial(s.reindex, root=root, progress=progress)
+        return await mcp.call(ctx, roots, fn, render_reindex, token_arg=True)
 
     @mcp.tool(name="find_files", title="Find files by name", annotations=READ)
     async def find_files(
@@ -544,6 +590,26 @@ def render_grep(r: GrepResult) -> str:
     more = f"; more: pass cursor={r.next_cursor}" if r.next_cursor else ""
     out.append(f"({len(r.matches)} matches in {r.files_searched} files, {r.elapsed_ms} ms{more})")
     return "\n".join(out)
+
+
+def render_search(r: SearchResult) -> str:
+    out: list[str] = []
+    for h in r.results:
+        out.append(f"{h.root.name}/{h.path}  (score {h.score})")
+        out += [f"  {sn.line}: {sn.text}" for sn in h.snippets]
+    if r.partial:
+        out.append("(partial: an index is still being built)")
+    if r.next_cursor:
+        out.append(f"(more: pass cursor={r.next_cursor})")
+    return "\n".join(out) or "(no results)"
+
+
+def render_reindex(r: ReindexResult) -> str:
+    return "\n".join(
+        f"{x.root.name}: {x.files} files, {x.bytes} bytes read; +{x.added} ~{x.updated} "
+        f"-{x.removed} in {x.elapsed_ms} ms"
+        for x in r.roots
+    )
 
 
 def render_find(r: FindFilesResult) -> str:

@@ -13,6 +13,7 @@ import datetime as _dt
 import difflib
 import functools
 import hashlib
+import itertools
 import json
 import os
 import stat as stat_mod
@@ -29,6 +30,7 @@ from .audit import Audit
 from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
 from .errors import (
     EditMismatch,
+    IndexUnavailable,
     InvalidPath,
     InvalidPattern,
     NoRoots,
@@ -46,6 +48,9 @@ from .grep import (
     Matcher,
     run_grep,
 )
+from .index.manager import Indexed, IndexManager
+from .index.plan import Q, plan
+from .index.store import parse_search
 from .models import (
     CopyResult,
     DeleteResult,
@@ -57,19 +62,25 @@ from .models import (
     FindFilesResult,
     GrepMatch,
     GrepResult,
+    IndexInfo,
     ListDirectoryResult,
     ListRootsResult,
     MoveResult,
     PathResult,
     ReadFileResult,
+    ReindexResult,
+    ReindexRoot,
     RootInfo,
     RootRef,
+    SearchHit,
+    SearchResult,
     Skipped,
+    Snippet,
     TreeNode,
     WriteResult,
 )
 from .roots import Root, path_to_uri, resolve_target
-from .walker import DirBatch, Walker, WalkOptions
+from .walker import DirBatch, FileEntry, Walker, WalkOptions
 
 MAX_RESULTS_CAP = 1000
 LIST_PAGE = 500
@@ -221,11 +232,36 @@ def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
 
 class Service:
     def __init__(
-        self, operator_roots: Sequence[Root], settings: Settings, audit: Audit | None = None
+        self,
+        operator_roots: Sequence[Root],
+        settings: Settings,
+        audit: Audit | None = None,
+        indexes: IndexManager | None = None,
     ) -> None:
         self.operator_roots = list(operator_roots)
         self.settings = settings
         self.audit = audit or Audit(None)
+        self.indexes = indexes
+
+    def _ready_index(self, r: Root) -> Indexed | None:
+        if self.indexes is None:
+            return None
+        ix = self.indexes.get(r.path)
+        if ix is None or ix.state != "ready" or ix.index is None:
+            return None
+        return ix
+
+    def index_info(self, r: Root) -> IndexInfo:
+        ix = self.indexes.get(r.path) if self.indexes is not None else None
+        if ix is None or ix.index is None:
+            return IndexInfo(state=ix.state if ix is not None else "off")
+        store = ix.index
+        return IndexInfo(
+            state=ix.state,
+            files=store.file_count,
+            bytes=store.size_bytes,
+            updated_at=iso(store.synced_at) if store.synced_at else None,
+        )
 
     # -- authorization ---------------------------------------------------------------------
 
@@ -255,7 +291,10 @@ class Service:
 
     def list_roots(self, roots: Sequence[Root]) -> ListRootsResult:
         return ListRootsResult(
-            roots=[RootInfo(id=r.id, name=r.name, uri=r.uri, source=r.source) for r in roots],
+            roots=[
+                RootInfo(id=r.id, name=r.name, uri=r.uri, source=r.source, index=self.index_info(r))
+                for r in roots
+            ],
             read_only=not self.settings.allow_write,
         )
 
@@ -293,13 +332,22 @@ class Service:
         keep = _path_filter(include, exclude)
         sink = _GrepPage(limit)
         searched = 0
+        used_index = False
         for ti, (r, comps) in enumerate(targets):
             if resume is not None and ti < resume["t"]:
                 continue
             after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
             sink.start(ti, r, after, resume["l"] if after is not None and resume else 0)
             opts = WalkOptions(hidden=hidden, no_ignore=no_ignore)
-            batches = _filter_batches(Walker(r.fs, b"/".join(comps), opts).batches(), keep, after)
+            ix = None if hidden or no_ignore else self._ready_index(r)
+            start = b"/".join(c for c in comps if c != b".")
+            if ix is not None and Walker(r.fs).would_list(start, "dir"):
+                used_index = True
+                q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
+                source = _indexed_batches(r, ix, q, start)
+            else:
+                source = Walker(r.fs, start, opts).batches()
+            batches = _filter_batches(source, keep, after)
             stats = run_grep(
                 matcher,
                 batches,
@@ -319,7 +367,7 @@ class Service:
             matches=sink.out,
             truncated=sink.more,
             next_cursor=next_cursor,
-            index_used=False,
+            index_used=used_index,
             files_searched=searched,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
         )
@@ -392,6 +440,90 @@ class Service:
         if more and last is not None:
             next_cursor = encode_cursor("find", fp, t=last[0], p=_b64(last[1]))
         return FindFilesResult(files=out, truncated=more, next_cursor=next_cursor)
+
+    # -- search (ranked) ---------------------------------------------------------------------
+
+    @audited("search", "search", "pattern")
+    def search(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        query: str,
+        root: str | None = None,
+        path: str | None = None,
+        include: list[str] | None = None,
+        exclude: list[str] | None = None,
+        max_results: int = 20,
+        cursor: str | None = None,
+    ) -> SearchResult:
+        """Ranked search (BM25 with file-name and identifier boosts) over the indexes."""
+        if self.indexes is None or not self.indexes.enabled:
+            raise IndexUnavailable(
+                "search needs the index, and indexing is off (--no-index); use grep instead"
+            )
+        limit = _clamp(max_results, 1, 100)
+        fp = _fingerprint(t="search", q=query, r=root, pa=path, i=include, e=exclude)
+        offset = int(decode_cursor(cursor, "search", fp)["o"]) if cursor else 0
+        targets = self._targets(roots, "search", path, root)
+        parsed = parse_search(query)
+        keep = _path_filter(include, exclude)
+        path_globs = _path_filter(parsed.paths, None) if parsed.paths else None
+        hits: list[tuple[float, int, bytes, Root, str]] = []
+        partial = False
+        for ti, (r, comps) in enumerate(targets):
+            token.check()
+            ix = self.indexes.activate(r, 0)
+            if ix is None:
+                continue
+            if ix.state != "ready":
+                partial = True
+            if ix.index is None:
+                continue
+            start = b"/".join(c for c in comps if c != b".")
+            for score, rel, snippet_src in ix.index.ranked(parsed, offset + limit + 50):
+                if start and not rel.startswith(start + b"/") and rel != start:
+                    continue
+                if keep is not None and not keep(rel):
+                    continue
+                if path_globs is not None and not path_globs(rel):
+                    continue
+                hits.append((score, ti, rel, r, snippet_src))
+        hits.sort(key=lambda h: (-h[0], h[1], _order_key(h[2])))
+        page = hits[offset : offset + limit]
+        results = [
+            SearchHit(
+                root=ref(r), path=display(rel), uri=file_uri(r, rel), score=round(score, 4),
+                snippets=[Snippet(line=n, text=t) for n, t in snip],
+            )
+            for score, _ti, rel, r, snip in page
+        ]  # fmt: skip
+        more = len(hits) > offset + limit
+        nxt = encode_cursor("search", fp, o=offset + limit) if more else None
+        return SearchResult(results=results, partial=partial, next_cursor=nxt)
+
+    def reindex(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        root: str | None = None,
+        progress: Callable[[int, int | None, str], None] | None = None,
+    ) -> ReindexResult:
+        if self.indexes is None or not self.indexes.enabled:
+            raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
+        targets = self._targets(roots, "reindex", None, root)
+        out: list[ReindexRoot] = []
+        for r, _ in targets:
+            token.check()
+            st = self.indexes.reindex(r, progress)
+            out.append(
+                ReindexRoot(
+                    root=ref(r), files=st.files, bytes=st.bytes, added=st.added,
+                    updated=st.updated, removed=st.removed, elapsed_ms=st.elapsed_ms,
+                )
+            )  # fmt: skip
+        return ReindexResult(roots=out)
 
     # -- read_file ---------------------------------------------------------------------------
 
@@ -779,6 +911,26 @@ def _path_filter(
         return not (exc is not None and exc.match_file(p))
 
     return keep
+
+
+def _indexed_batches(r: Root, ix: Indexed, q: Q, start: bytes) -> Iterator[DirBatch]:
+    """The files grep must read when an index is ready: the index's candidates plus every
+    dirty file (changed since the last commit) that a walk would list, in path order, grouped
+    by directory. Each directory is opened beneath the root, never through a link."""
+    assert ix.index is not None
+    paths = set(ix.index.candidates(q))
+    walker = Walker(r.fs)
+    paths |= {p for p in ix.dirty_snapshot() if walker.would_list(p)}
+    if start:
+        paths = {p for p in paths if p.startswith(start + b"/")}
+    ordered = sorted(paths, key=_order_key)
+    for parent, group in itertools.groupby(ordered, key=lambda p: p.rpartition(b"/")[0]):
+        files = [FileEntry(p.rpartition(b"/")[2], p) for p in group]
+        try:
+            fd = r.fs.open_dir(parent, no_symlinks=True)
+        except RootgrepError:
+            continue  # the directory went away since it was indexed
+        yield DirBatch(parent, fd, files)
 
 
 def _filter_batches(

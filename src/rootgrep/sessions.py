@@ -133,7 +133,10 @@ class ClientRoots:
         for token in list(self._inflight):
             if token.roots & gone_ids:
                 token.cancel()
+        indexes = self.service.indexes
         for r in gone:
+            if indexes is not None:
+                indexes.release(r.path, id(self))
             r.retire()
 
     async def current(self) -> list[Root]:
@@ -156,7 +159,10 @@ class ClientRoots:
         self._inflight.discard(token)
 
     def close(self) -> None:
+        indexes = self.service.indexes
         for r in self.roots:
+            if indexes is not None:
+                indexes.release(r.path, id(self))
             r.retire()
         self.roots = []
 

@@ -184,6 +184,35 @@ class Walker:
                 if f.fd >= 0:
                     os.close(f.fd)
 
+    def would_list(self, rel: bytes, kind: str = "file") -> bool:
+        """Whether a walk from the root with these options reaches ``rel`` (a file, or with
+        ``kind="dir"`` a directory): everything on the way passes the ignore and hidden rules."""
+        comps = [c for c in confine.split_relpath(rel) if c != b"."]
+        if not comps:
+            return kind == "dir"
+        levels: list[_Level] = []
+        fd = self.fs.open_dir([])
+        try:
+            for i, name in enumerate(comps):
+                here = b"/".join(comps[:i])
+                frame = self._frame(here, fd, levels)
+                fd = -1  # owned by the frame now
+                kept = {e.name: e.kind for e in frame.entries}
+                want = kind if i == len(comps) - 1 else "dir"
+                os.close(frame.fd)
+                if kept.get(name) != want:
+                    return False
+                if i == len(comps) - 1:
+                    return True
+                levels = frame.levels
+                fd = self.fs.open_dir(comps[: i + 1], no_symlinks=True)
+        except (OSError, RootgrepError):
+            return False
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        return False
+
     # -- internals ---------------------------------------------------------------------------
 
     def _enter(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rootgrep.audit import Audit
+from rootgrep.index.manager import IndexManager
 from rootgrep.roots import pin_root
 from rootgrep.server import RootgrepServer, build_server
 from rootgrep.service import Service, Settings
@@ -19,18 +20,25 @@ def make_server(tmp_path: Path) -> Iterator[Callable[..., RootgrepServer]]:
 
     def make(
         operator: Sequence[Path] = (), *, allow_write: bool = False, audit: Path | None = None,
-        roots_ttl: float = 5.0,
+        roots_ttl: float = 5.0, index: bool = False,
     ) -> RootgrepServer:  # fmt: skip
+        roots = [pin_root(str(p)) for p in operator]
+        indexes = IndexManager(str(tmp_path / "cache")) if index else None
+        for r in roots if indexes else []:
+            indexes.activate(r, 0)
         service = Service(
-            [pin_root(str(p)) for p in operator],
+            roots,
             Settings(allow_write=allow_write, roots_ttl=roots_ttl),
             Audit(str(audit) if audit else None),
+            indexes,
         )
         made.append(service)
         return build_server(service)
 
     yield make  # type: ignore[misc]
     for s in made:
+        if s.indexes is not None:
+            s.indexes.close()
         for r in s.operator_roots:
             r.close()
         s.audit.close()

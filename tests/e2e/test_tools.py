@@ -31,7 +31,7 @@ def proj(tmp_path: Path) -> Path:
 
 
 READ_TOOLS = {"list_roots", "grep", "find_files", "read_file", "list_directory",
-              "directory_tree", "file_info"}  # fmt: skip
+              "directory_tree", "file_info", "search", "reindex"}  # fmt: skip
 WRITE_TOOLS = {"write_file", "edit_file", "create_directory", "move_path", "copy_path",
                "delete_path"}  # fmt: skip
 

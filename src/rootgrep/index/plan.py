@@ -147,9 +147,7 @@ def text_trigrams(text: str) -> set[str]:
 
 def _strings_query(strings: set[str], ci: bool) -> Q:
     """Any one of ``strings`` must occur: OR over strings of AND over their trigrams."""
-    return q_or(
-        *(q_and(*(Q("tri", t) for t in string_trigrams(s, ci))) for s in sorted(strings))
-    )
+    return q_or(*(q_and(*(Q("tri", t) for t in string_trigrams(s, ci))) for s in sorted(strings)))
 
 
 # ---- regex summaries -------------------------------------------------------------------------

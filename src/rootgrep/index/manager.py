@@ -1,0 +1,201 @@
+"""Index lifecycle per root: build in the background when a root becomes effective, watch it,
+keep a dirty set that grep scans live, fold changes into the index, stop when it goes away.
+
+The watcher (watchfiles) only says *which* paths changed; every byte is still read beneath the
+root's pinned fd. Paths it reports outside the root are ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..confine import Beneath, strip_prefix
+from ..errors import IndexUnavailable
+from ..roots import Root
+from .store import Progress, RootIndex, SyncStats, default_cache_dir
+
+log = logging.getLogger("rootgrep.index")
+State = Literal["off", "building", "ready", "stale"]
+FLUSH_SECONDS = 1.0
+
+
+@dataclass
+class Indexed:
+    """One root's index and its background work."""
+
+    root_path: bytes
+    fs: Beneath  # the manager's own pin (a dup of the root's fd)
+    index: RootIndex | None = None
+    state: State = "building"
+    error: str | None = None
+    dirty: set[bytes] = field(default_factory=set)
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    built: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: set[int] = field(default_factory=set)
+    last_sync: SyncStats | None = None
+
+    def dirty_snapshot(self) -> set[bytes]:
+        with self.lock:
+            return set(self.dirty)
+
+
+class IndexManager:
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        *,
+        enabled: bool = True,
+        watch: bool = True,
+        max_file_size: int | None = None,
+    ) -> None:
+        self.cache_dir = cache_dir or default_cache_dir()
+        self.enabled = enabled
+        self.watch = watch
+        self.max_file_size = max_file_size
+        self._roots: dict[bytes, Indexed] = {}
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def activate(self, root: Root, owner: int = 0, *, background: bool = True) -> Indexed | None:
+        """Start (or share) the index of a root that became effective for ``owner`` (0: the
+        process itself, e.g. an operator root; else a client session)."""
+        if not self.enabled:
+            return None
+        with self._lock:
+            ix = self._roots.get(root.path)
+            if ix is not None:
+                ix.users.add(owner)
+                return ix
+            fs = Beneath(
+                os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
+                symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
+            )  # fmt: skip
+            ix = Indexed(root.path, fs, users={owner})
+            self._roots[root.path] = ix
+        t = threading.Thread(target=self._run, args=(ix,), name="rootgrep-index", daemon=True)
+        ix.threads.append(t)
+        if background:
+            t.start()
+        else:
+            t.run()
+        return ix
+
+    def release(self, root_path: bytes, owner: int = 0) -> None:
+        """``owner`` no longer has this root; the last one out stops its index: the build and
+        the watcher stop, the searcher is dropped, and the on-disk index is not used again
+        before a full re-sync."""
+        with self._lock:
+            ix = self._roots.get(root_path)
+            if ix is None:
+                return
+            ix.users.discard(owner)
+            if ix.users:
+                return
+            del self._roots[root_path]
+        ix.stop.set()
+        for t in ix.threads:
+            if t.is_alive() and t is not threading.current_thread():
+                t.join(30)
+        ix.index = None
+        ix.state = "off"
+        ix.fs.close()
+
+    def close(self) -> None:
+        for path in list(self._roots):
+            with self._lock:
+                ix = self._roots.get(path)
+                if ix is None:
+                    continue
+                ix.users = {0}
+            self.release(path, 0)
+
+    def get(self, root_path: bytes) -> Indexed | None:
+        return self._roots.get(root_path)
+
+    # -- background work ---------------------------------------------------------------------
+
+    def _run(self, ix: Indexed, progress: Progress | None = None) -> None:
+        try:
+            kw = {"max_file_size": self.max_file_size} if self.max_file_size else {}
+            index = RootIndex(self.cache_dir, ix.root_path, **kw)
+            ix.index = index
+            if self.watch:
+                w = threading.Thread(
+                    target=self._watch, args=(ix,), name="rootgrep-watch", daemon=True
+                )
+                ix.threads.append(w)
+                w.start()
+            ix.last_sync = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+            if ix.stop.is_set():
+                return
+            ix.state = "ready" if self.watch else "stale"
+            ix.built.set()
+            while self.watch and not ix.stop.wait(FLUSH_SECONDS):
+                self.flush(ix)
+        except Exception as e:  # an index is an optimisation: grep falls back to live
+            log.warning("indexing %r failed: %r", ix.root_path, e)
+            ix.state = "off"
+            ix.error = f"{type(e).__name__}: {e}"
+            ix.built.set()
+
+    def flush(self, ix: Indexed) -> SyncStats | None:
+        """Fold the dirty files into the index; they stay dirty (scanned live) until then."""
+        pending = ix.dirty_snapshot()
+        if not pending or ix.index is None:
+            return None
+        stats = ix.index.sync(ix.fs, only=pending, cancelled=ix.stop.is_set)
+        with ix.lock:
+            ix.dirty -= pending
+        return stats
+
+    def _watch(self, ix: Indexed) -> None:
+        from watchfiles import watch
+
+        root = os.fsdecode(ix.root_path)
+        try:
+            for changes in watch(
+                root, stop_event=ix.stop, debounce=50, step=20, yield_on_timeout=False,
+                raise_interrupt=False, watch_filter=None,
+            ):  # fmt: skip
+                marks: set[bytes] = set()
+                for _change, path in changes:
+                    rel = strip_prefix(os.fsencode(path), ix.root_path)
+                    if rel:
+                        marks.add(b"/".join(rel))
+                with ix.lock:
+                    ix.dirty |= marks
+        except Exception as e:
+            log.warning("watching %r stopped: %r; its index is now stale", root, e)
+            ix.state = "stale"
+
+    def wait_built(self, root_path: bytes, timeout: float | None = None) -> bool:
+        ix = self._roots.get(root_path)
+        return ix is not None and ix.built.wait(timeout)
+
+    def reindex(
+        self, root: Root, progress: Callable[[int, int | None, str], None] | None = None
+    ) -> SyncStats:
+        """A full sync now (creating the index if needed), reporting progress."""
+        ix = self._roots.get(root.path) or self.activate(root, 0, background=True)
+        if ix is None:
+            raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
+        deadline = time.monotonic() + 3600
+        while ix.index is None and time.monotonic() < deadline and ix.state != "off":
+            time.sleep(0.01)
+        if ix.index is None:
+            raise IndexUnavailable(f"the index could not be opened: {ix.error or 'unknown'}")
+        stats = ix.index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+        with ix.lock:
+            ix.dirty.clear()
+        ix.state = "ready" if self.watch else "stale"
+        ix.built.set()
+        return stats

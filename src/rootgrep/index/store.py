@@ -1,0 +1,498 @@
+"""The per-root Tantivy store: schema, on-disk layout, sync, and queries.
+
+Layout (one folder per root under the cache dir, named by a hash of the root's canonical path):
+``manifest.json`` (schema version, root path), ``tantivy/`` (the index), ``state.json`` (what
+each indexed file's (size, mtime_ns, inode) and file id were). A file's id (``fid``, a fast
+field) maps a hit back to its path without fetching stored documents.
+
+Crash safety: before each commit, ``state.json`` is rewritten as the union of the committed and
+the new entries, the new ones marked pending; after the commit it is rewritten without the
+pending marks and without deleted files. A crash at any moment leaves a state that names every
+document the index may hold, and pending entries are re-read by the next sync. Tantivy's commits
+are atomic, and its lock admits one writer per index across processes.
+
+The store knows nothing of MCP; it reads files only through the walker and the confinement
+module.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from tantivy import (
+    Document,
+    Filter,
+    Index,
+    Occur,
+    Query,
+    SchemaBuilder,
+    SnippetGenerator,
+    TextAnalyzerBuilder,
+    Tokenizer,
+)
+
+from .. import confine
+from ..confine import Beneath, display
+from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
+from ..walker import Walker, WalkOptions
+from .plan import Q
+
+SCHEMA_VERSION = 1
+WRITER_HEAP = 192_000_000
+WRITER_THREADS = 2
+_TRI = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).filter(Filter.lowercase()).build()
+_CODE = (
+    TextAnalyzerBuilder(Tokenizer.regex(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"))
+    .filter(Filter.lowercase())
+    .filter(Filter.remove_long(64))
+    .build()
+)
+
+
+def default_cache_dir() -> str:
+    """``$ROOTGREP_CACHE_DIR``, else ``$XDG_CACHE_HOME/rootgrep``, else ``~/.cache/rootgrep``."""
+    env = os.environ.get("ROOTGREP_CACHE_DIR")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "rootgrep")
+
+
+def index_dir_for(cache_dir: str, root_path: bytes) -> str:
+    return os.path.join(cache_dir, hashlib.sha256(root_path).hexdigest()[:20])
+
+
+def _schema():  # type: ignore[no-untyped-def]
+    sb = SchemaBuilder()
+    sb.add_unsigned_field("fid", stored=True, indexed=True, fast=True)
+    sb.add_text_field("path", stored=True, tokenizer_name="raw")
+    sb.add_text_field("name", tokenizer_name="code")
+    sb.add_text_field("ext", tokenizer_name="raw")
+    sb.add_text_field("content", stored=True, tokenizer_name="code")
+    sb.add_text_field("tri", tokenizer_name="tri", index_option="basic")
+    sb.add_unsigned_field("size", stored=True, fast=True)
+    sb.add_unsigned_field("mtime", stored=True, fast=True)
+    return sb.build()
+
+
+@dataclass
+class Entry:
+    fid: int  # 0: seen but not indexed (binary, unreadable)
+    size: int
+    mtime_ns: int
+    ino: int
+    pending: bool = False
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return (self.size, self.mtime_ns, self.ino)
+
+
+@dataclass
+class SyncStats:
+    files: int = 0
+    bytes: int = 0
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    read: int = 0  # files whose bytes were read (the rest were unchanged)
+    elapsed_ms: float = 0.0
+
+
+Progress = Callable[[int, int | None, str], None]
+
+
+@dataclass
+class RootIndex:
+    """One root's index. Thread-safe for readers; one sync at a time (and one writer per
+    index across processes, by Tantivy's lock)."""
+
+    cache_dir: str
+    root_path: bytes
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    dir: str = field(init=False)
+    index: Index = field(init=False)
+    schema: object = field(init=False)
+    entries: dict[bytes, Entry] = field(init=False, default_factory=dict)
+    paths: dict[int, bytes] = field(init=False, default_factory=dict)
+    next_fid: int = field(init=False, default=1)
+    synced_at: float | None = field(init=False, default=None)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # state swaps
+    _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.dir = index_dir_for(self.cache_dir, self.root_path)
+        os.makedirs(self.dir, exist_ok=True)
+        self.schema = _schema()
+        if not self._manifest_ok():
+            shutil.rmtree(os.path.join(self.dir, "tantivy"), ignore_errors=True)
+            _unlink(os.path.join(self.dir, "state.json"))
+        os.makedirs(os.path.join(self.dir, "tantivy"), exist_ok=True)
+        self.index = Index(self.schema, path=os.path.join(self.dir, "tantivy"), reuse=True)
+        self.index.register_tokenizer("tri", _TRI)  # not persisted: register on every open
+        self.index.register_tokenizer("code", _CODE)
+        self._write_manifest()
+        self._load_state()
+
+    # -- files on disk -----------------------------------------------------------------------
+
+    def _manifest_ok(self) -> bool:
+        try:
+            with open(os.path.join(self.dir, "manifest.json")) as f:
+                m = json.load(f)
+        except (OSError, ValueError):
+            return False
+        return m.get("schema_version") == SCHEMA_VERSION and m.get("root") == _b64(self.root_path)
+
+    def _write_manifest(self) -> None:
+        _atomic_json(
+            os.path.join(self.dir, "manifest.json"),
+            {
+                "schema_version": SCHEMA_VERSION,
+                "root": _b64(self.root_path),
+                "root_display": display(self.root_path),
+            },
+        )
+
+    def _load_state(self) -> None:
+        try:
+            with open(os.path.join(self.dir, "state.json")) as f:
+                raw = json.load(f)
+        except (OSError, ValueError):
+            raw = {"files": [], "synced_at": None}
+        entries: dict[bytes, Entry] = {}
+        for p, fid, size, mtime, ino, pending in raw.get("files", []):
+            entries[base64.b64decode(p)] = Entry(fid, size, mtime, ino, bool(pending))
+        self.entries = entries
+        self.paths = {e.fid: p for p, e in entries.items() if e.fid}
+        self.next_fid = max(self.paths, default=0) + 1
+        self.synced_at = raw.get("synced_at")
+
+    def _save_state(self, entries: dict[bytes, Entry], synced_at: float | None) -> None:
+        files = [
+            [_b64(p), e.fid, e.size, e.mtime_ns, e.ino, int(e.pending)] for p, e in entries.items()
+        ]
+        _atomic_json(os.path.join(self.dir, "state.json"), {"files": files, "synced_at": synced_at})
+
+    def reload(self) -> None:
+        """Pick up commits (also another process's) and the state that goes with them."""
+        with self._lock:
+            self.index.reload()
+            self._load_state()
+
+    @property
+    def ready(self) -> bool:
+        return self.synced_at is not None and not any(e.pending for e in self.entries.values())
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(e.size for e in self.entries.values() if e.fid)
+
+    @property
+    def file_count(self) -> int:
+        return sum(1 for e in self.entries.values() if e.fid)
+
+    # -- sync --------------------------------------------------------------------------------
+
+    def sync(
+        self,
+        fs: Beneath,
+        *,
+        only: Iterable[bytes] | None = None,
+        progress: Progress | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> SyncStats:
+        """Bring the index up to date with the tree: re-read only files whose
+        (size, mtime_ns, inode) changed, delete vanished ones. ``only`` limits the work to
+        those root-relative paths (the watcher's dirty set)."""
+        started = time.perf_counter()
+        stats = SyncStats()
+        with self._sync_lock:
+            writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+            try:
+                with self._lock:
+                    new = {p: Entry(**vars(e)) for p, e in self.entries.items()}
+                changed: dict[bytes, Entry] = {}
+                deleted: list[bytes] = []
+                seen: set[bytes] = set()
+                if only is None:
+                    files = self._walk(fs, seen, cancelled)
+                else:
+                    files = self._stat_each(fs, only, seen)
+                for rel, dirfd, name, st in files:
+                    key = (st.st_size, st.st_mtime_ns, st.st_ino)
+                    old = new.get(rel)
+                    if (
+                        old is not None
+                        and not old.pending
+                        and (old.size, old.mtime_ns, old.ino) == key
+                    ):
+                        continue
+                    data = confine.read_searchable_at(dirfd, name, self.max_file_size)
+                    stats.read += 1
+                    if old is not None and old.fid:
+                        writer.delete_documents_by_query(
+                            Query.term_query(self.schema, "fid", old.fid)
+                        )
+                    fid = 0
+                    if data is not None:
+                        fid = old.fid if old is not None and old.fid else self._take_fid()
+                        writer.add_document(self._document(fid, rel, text_of(data), st))
+                        stats.bytes += len(data)
+                    if old is None:
+                        stats.added += 1
+                    else:
+                        stats.updated += 1
+                    entry = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
+                    new[rel] = entry
+                    changed[rel] = entry
+                    if progress is not None and stats.read % 500 == 0:
+                        progress(stats.read, None, f"indexed {stats.read} files")
+                scope = set(new) if only is None else {p for p in only}
+                for rel in scope - seen:
+                    old = new.get(rel)
+                    if old is None:
+                        continue
+                    if old.fid:
+                        writer.delete_documents_by_query(
+                            Query.term_query(self.schema, "fid", old.fid)
+                        )
+                    deleted.append(rel)
+                    stats.removed += 1
+                if cancelled is not None and cancelled():
+                    writer.rollback()
+                    return stats
+                # 1) a state naming every document the commit may hold, new ones pending
+                self._save_state(new, self.synced_at)
+                writer.commit()
+                writer.wait_merging_threads()
+                writer = None
+                for entry in changed.values():
+                    entry.pending = False
+                for rel in deleted:
+                    new.pop(rel, None)
+                synced = time.time() if only is None else self.synced_at
+                # 2) the committed state
+                self._save_state(new, synced)
+                with self._lock:
+                    self.index.reload()
+                    self.entries = new
+                    self.paths = {e.fid: p for p, e in new.items() if e.fid}
+                    self.synced_at = synced
+            finally:
+                if writer is not None:
+                    writer.rollback()
+        stats.files = self.file_count
+        stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+        return stats
+
+    def _walk(
+        self, fs: Beneath, seen: set[bytes], cancelled: Callable[[], bool] | None
+    ) -> Iterable[tuple[bytes, int, bytes, os.stat_result]]:
+        walker = Walker(fs, b"", WalkOptions(max_file_size=self.max_file_size))
+        for batch in walker.batches():
+            with batch:
+                if cancelled is not None and cancelled():
+                    return
+                for fe in batch.files:
+                    assert fe.stat is not None
+                    seen.add(fe.path)
+                    yield fe.path, batch.fd, fe.name, fe.stat
+
+    def _stat_each(
+        self, fs: Beneath, paths: Iterable[bytes], seen: set[bytes]
+    ) -> Iterable[tuple[bytes, int, bytes, os.stat_result]]:
+        for rel in sorted(set(paths)):
+            try:
+                dirfd, name = fs.open_parent(confine.split_relpath(rel))
+            except Exception:
+                continue
+            try:
+                try:
+                    st = confine.stat_at(dirfd, name)
+                except OSError:
+                    continue
+                if not confine.stat_mod.S_ISREG(st.st_mode) or st.st_size > self.max_file_size:
+                    continue
+                if not Walker(fs).would_list(rel):
+                    continue
+                seen.add(rel)
+                yield rel, dirfd, name, st
+            finally:
+                os.close(dirfd)
+
+    def _fid_query(self, fid: int) -> Query:
+        # (deleting by an unsigned term does not match; a term query does)
+        return Query.term_query(self.schema, "fid", fid)
+
+    def _take_fid(self) -> int:
+        fid = self.next_fid
+        self.next_fid += 1
+        return fid
+
+    def _document(self, fid: int, rel: bytes, data: bytes, st: os.stat_result) -> Document:
+        text = data.decode("utf-8", "replace")
+        shown = display(rel)
+        name = shown.rsplit("/", 1)[-1]
+        ext = name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
+        doc = Document(path=shown, name=name, ext=ext, content=text, tri=text)
+        doc.add_unsigned("fid", fid)
+        doc.add_unsigned("size", st.st_size)
+        doc.add_unsigned("mtime", int(st.st_mtime))
+        return doc
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def tantivy_query(self, q: Q) -> Query:
+        if q.op == "all":
+            return Query.all_query()
+        if q.op == "none":
+            return Query.empty_query()
+        if q.op == "tri":
+            return Query.term_query(self.schema, "tri", q.tri)
+        occur = Occur.Must if q.op == "and" else Occur.Should
+        return Query.boolean_query([(occur, self.tantivy_query(a)) for a in q.args])
+
+    def _search_query(self, p: ParsedSearch) -> Query:
+        must: list[tuple[Occur, Query]] = []
+        for w in p.words:
+            for tok in _CODE.analyze(w):
+                must.append((Occur.Must, Query.boolean_query([
+                    (Occur.Should, Query.term_query(self.schema, "content", tok)),
+                    (Occur.Should, Query.boost_query(
+                        Query.term_query(self.schema, "name", tok), 4.0)),
+                ])))  # fmt: skip
+        for phrase in p.phrases:
+            toks = _CODE.analyze(phrase)
+            if len(toks) == 1:
+                must.append((Occur.Must, Query.term_query(self.schema, "content", toks[0])))
+            elif toks:
+                must.append((Occur.Must, Query.phrase_query(self.schema, "content", toks)))
+        for w in p.exclude:
+            for tok in _CODE.analyze(w):
+                must.append((Occur.MustNot, Query.term_query(self.schema, "content", tok)))
+        if p.exts:
+            any_ext = [(Occur.Should, Query.term_query(self.schema, "ext", e)) for e in p.exts]
+            must.append((Occur.Must, Query.boolean_query(any_ext)))
+        for e in p.not_exts:
+            must.append((Occur.MustNot, Query.term_query(self.schema, "ext", e)))
+        if not any(o == Occur.Must for o, _ in must):
+            must.append((Occur.Must, Query.all_query()))
+        return Query.boolean_query(must)
+
+    def ranked(
+        self, p: ParsedSearch, limit: int
+    ) -> list[tuple[float, bytes, list[tuple[int, str]]]]:
+        """The best ``limit`` files for a search, each with its snippet's lines."""
+        with self._lock:
+            searcher = self.index.searcher()
+            paths = self.paths
+        if searcher.num_docs == 0:
+            return []
+        q = self._search_query(p)
+        hits = searcher.search(q, limit=limit, count=False).hits
+        gen = SnippetGenerator.create(searcher, q, self.schema, "content")
+        gen.set_max_num_chars(240)
+        out: list[tuple[float, bytes, list[tuple[int, str]]]] = []
+        for score, addr in hits:
+            doc = searcher.doc(addr)
+            rel = paths.get(doc.get_first("fid"))
+            if rel is None:
+                continue
+            out.append((float(score), rel, _snippet_lines(gen, doc)))
+        return out
+
+    def candidates(self, q: Q) -> list[bytes]:
+        """Root-relative paths of indexed files that may match, in path order."""
+        with self._lock:
+            searcher = self.index.searcher()
+            paths = self.paths
+        n = searcher.num_docs
+        if n == 0:
+            return []
+        hits = searcher.search(self.tantivy_query(q), limit=n, count=False).hits
+        fids = searcher.fast_field_values("fid", [addr for _, addr in hits])
+        out = [paths[f] for f in fids if f in paths]
+        out.sort(key=lambda p: p.split(b"/"))
+        return out
+
+
+@dataclass
+class ParsedSearch:
+    """``search`` syntax: words are ANDed, ``"phrases"``, ``-word`` excludes, ``path:GLOB`` and
+    ``ext:py`` filter (``-ext:md`` excludes)."""
+
+    words: list[str] = field(default_factory=list)
+    phrases: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    exts: list[str] = field(default_factory=list)
+    not_exts: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+
+def parse_search(query: str) -> ParsedSearch:
+    out = ParsedSearch()
+    for m in re.finditer(r'(-?)"([^"]*)"?|(\S+)', query):
+        if m.group(3) is None:
+            (out.exclude if m.group(1) else out.phrases).append(m.group(2))
+            continue
+        tok = m.group(3)
+        neg = tok.startswith("-") and len(tok) > 1
+        body = tok[1:] if neg else tok
+        low = body.lower()
+        if low.startswith("ext:") and len(body) > 4:
+            (out.not_exts if neg else out.exts).append(body[4:].lstrip(".").lower())
+        elif low.startswith("path:") and len(body) > 5 and not neg:
+            out.paths.append(body[5:])
+        elif neg:
+            out.exclude.append(body)
+        else:
+            out.words.append(body)
+    return out
+
+
+def _snippet_lines(gen: SnippetGenerator, doc: Document) -> list[tuple[int, str]]:
+    """The snippet as (line number, text) pairs, numbered from the stored content."""
+    snip = gen.snippet_from_doc(doc)
+    frag = snip.fragment()
+    if not frag or not snip.highlighted():
+        return []
+    content = (doc.get_first("content") or "").encode()
+    lead = len(content) - len(content.lstrip())
+    start = snip.fragment_range().start + lead
+    first = content.count(b"\n", 0, start) + 1
+    return [(first + i, line.rstrip("\r")) for i, line in enumerate(frag.split("\n")) if line][:6]
+
+
+def _b64(b: bytes) -> str:
+    return base64.b64encode(b).decode()
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _atomic_json(path: str, obj: object) -> None:
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
