@@ -163,7 +163,7 @@ class IndexManager:
         root = os.fsdecode(ix.root_path)
         try:
             for changes in watch(
-                root, stop_event=ix.stop, debounce=50, step=20, yield_on_timeout=False,
+                root, stop_event=ix.stop, debounce=10, step=5, yield_on_timeout=False,
                 raise_interrupt=False, watch_filter=None,
             ):  # fmt: skip
                 marks: set[bytes] = set()

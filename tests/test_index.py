@@ -1,0 +1,303 @@
+"""The per-root index: indexed grep equals live grep, incremental sync, freshness, crashes."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rootgrep.index.manager import IndexManager
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import Root, pin_root
+from rootgrep.service import Service, Settings, Token
+from support import RG
+
+
+def wait_until(pred, seconds: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def both(live: Service, indexed: Service, root: Root, **q: object) -> tuple[list, list, bool]:  # type: ignore[type-arg]
+    a = live.grep([root], Token(), max_results=1000, **q)  # type: ignore[arg-type]
+    b = indexed.grep([root], Token(), max_results=1000, **q)  # type: ignore[arg-type]
+    return [m.model_dump() for m in a.matches], [m.model_dump() for m in b.matches], b.index_used
+
+
+# -- a generated corpus, indexed once ----------------------------------------------------------
+
+WORDS = ["alpha", "beta", "Gamma", "delta", "foo_bar", "FooBar", "x", "ſtrange", "Σigma", "42",
+         "err", "Error", "errno", "ab", "abc", "bcd", "\t", "é", "日本"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Service, Root]]:
+    rnd = random.Random(7)
+    root = tmp_path_factory.mktemp("corpus")
+    for i in range(120):
+        d = root / f"d{i % 9}" / (f"s{i % 4}" if i % 3 else "")
+        d.mkdir(parents=True, exist_ok=True)
+        lines = [
+            " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(0, 8)))
+            for _ in range(rnd.randint(0, 30))
+        ]
+        (d / f"f{i}.txt").write_text("\n".join(lines) + ("\n" if i % 5 else ""))
+    (root / ".gitignore").write_text("d8/\n")
+    (root / "bin.dat").write_bytes(b"alpha\0beta")
+    r = pin_root(str(root))
+    manager = IndexManager(str(tmp_path_factory.mktemp("cache")))
+    manager.activate(r, 0)
+    assert manager.wait_built(r.path, 60)
+    indexed = Service([r], Settings(), indexes=manager)
+    live = Service([r], Settings())
+    yield live, indexed, r
+    manager.close()
+    r.close()
+
+
+LITERALS = st.sampled_from([*WORDS, "alpha beta", "a", "Err", "ERROR", "foo", "bar", "ſt", "igma"])
+REGEXES = st.sampled_from(
+    [r"\w+rror\b", r"(alpha|beta) gamma", r"[Ff]oo_?[Bb]ar", r"^delta", r"\d+$", r"b.d",
+     r"(?i)GAMMA\s+\w+", r"é|日本", r"x*", r"Σ\w+", r"ab(c|cd)?", r"err(no|or)"]
+)  # fmt: skip
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    query=st.one_of(st.tuples(LITERALS, st.just(False)), st.tuples(REGEXES, st.just(True))),
+    case_sensitive=st.booleans(),
+    whole_word=st.booleans(),
+)
+def test_indexed_grep_equals_live_grep(corpus: tuple[Service, Service, Root],
+                                       query: tuple[str, bool], case_sensitive: bool,
+                                       whole_word: bool) -> None:  # fmt: skip
+    live, indexed, root = corpus
+    pattern, regex = query
+    a, b, used = both(live, indexed, root, pattern=pattern, regex=regex,
+                      case_sensitive=case_sensitive, whole_word=whole_word)  # fmt: skip
+    assert used
+    assert a == b
+
+
+@pytest.mark.parametrize("path", ["d1", "d2/s1", None])
+def test_indexed_grep_narrowed_to_a_path(
+    corpus: tuple[Service, Service, Root], path: str | None
+) -> None:
+    live, indexed, root = corpus
+    a, b, used = both(live, indexed, root, pattern="alpha", path=path)
+    assert a == b and used and a
+
+
+def test_ignored_or_hidden_requests_stay_live(corpus: tuple[Service, Service, Root]) -> None:
+    live, indexed, root = corpus
+    a, b, used = both(live, indexed, root, pattern="alpha", no_ignore=True)
+    assert a == b and not used
+    a, b, used = both(live, indexed, root, pattern="alpha", path="d8")  # inside an ignored dir
+    assert a == b and not used and a
+
+
+# -- real code against ripgrep ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stdlib_index(
+    stdlib_copy: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Service, Root]]:
+    r = pin_root(str(stdlib_copy))
+    manager = IndexManager(str(tmp_path_factory.mktemp("cache")))
+    manager.activate(r, 0)
+    assert manager.wait_built(r.path, 120)
+    yield Service([r], Settings(), indexes=manager), r
+    manager.close()
+    r.close()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "regex", "cs", "ww", "rg_flags"),
+    [
+        ("NotImplementedError", False, True, False, ["-F"]),
+        (r"\w+Error\b", True, True, False, []),
+        (r"[0-9]{4}-[0-9]{2}-[0-9]{2}", True, True, False, []),
+        ("import os", False, False, False, ["-F", "-i"]),
+        ("self", False, True, True, ["-F", "-w"]),
+        (r"def (__init__|__repr__)\(self", True, True, False, []),
+    ],
+)
+def test_indexed_grep_equals_rg_on_the_standard_library(
+    stdlib_index: tuple[Service, Root], stdlib_copy: Path, pattern: str, regex: bool, cs: bool,
+    ww: bool, rg_flags: list[str],
+) -> None:  # fmt: skip
+    svc, root = stdlib_index
+    got: list[tuple[str, int]] = []
+    cursor = None
+    while True:
+        res = svc.grep([root], Token(), pattern=pattern, regex=regex, case_sensitive=cs,
+                       whole_word=ww, max_results=1000, cursor=cursor)  # fmt: skip
+        assert res.index_used
+        got += [(m.path, m.line) for m in res.matches]
+        cursor = res.next_cursor
+        if cursor is None:
+            break
+    out = subprocess.run([RG, "-n", "--sort", "path", "--no-heading", "--with-filename",
+                          *rg_flags, "-e", pattern], cwd=stdlib_copy, capture_output=True,
+                         check=False).stdout  # fmt: skip
+    want = []
+    for line in out.splitlines():
+        path, n, _ = line.split(b":", 2)
+        want.append((path.decode(), int(n)))
+    assert got == want and got
+
+
+# -- sync and freshness --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    r = tmp_path / "tree"
+    for i in range(40):
+        (r / f"p{i % 4}").mkdir(parents=True, exist_ok=True)
+        (r / f"p{i % 4}" / f"m{i}.py").write_text(f"def fn_{i}():\n    return {i}\n")
+    return r
+
+
+def test_incremental_sync_reads_only_what_changed(tree: Path, tmp_path: Path) -> None:
+    r = pin_root(str(tree))
+    try:
+        ix = RootIndex(str(tmp_path / "cache"), r.path)
+        first = ix.sync(r.fs)
+        assert first.read == 40 and first.added == 40
+        again = ix.sync(r.fs)
+        assert (again.read, again.added, again.updated, again.removed) == (0, 0, 0, 0)
+        (tree / "p1" / "m1.py").write_text("def fn_1():\n    return 'changed'\n")
+        (tree / "p2" / "new.py").write_text("def brand_new():\n    pass\n")
+        (tree / "p3" / "m3.py").unlink()
+        os.rename(tree / "p0" / "m0.py", tree / "p0" / "renamed.py")
+        third = ix.sync(r.fs)
+        assert third.read == 3  # the changed file, the new one, the renamed one
+        assert (third.added, third.updated, third.removed) == (2, 1, 2)
+        # a reopened index (another process, or after a restart) knows what it holds
+        ix2 = RootIndex(str(tmp_path / "cache"), r.path)
+        assert ix2.sync(r.fs).read == 0 and ix2.file_count == 40
+    finally:
+        r.close()
+
+
+def test_changes_while_serving_show_up_in_grep_at_once_and_in_search_after_sync(
+    tree: Path, tmp_path: Path
+) -> None:
+    r = pin_root(str(tree))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        svc = Service([r], Settings(), indexes=manager)
+        live = Service([r], Settings())
+
+        def grep(p: str) -> list[str] | None:
+            """The indexed answer once it agrees with a live scan (None until then: the
+            watcher reports a change a few milliseconds after it happens)."""
+            res = svc.grep([r], Token(), pattern=p)
+            assert res.index_used
+            want = [m.path for m in live.grep([r], Token(), pattern=p).matches]
+            got = [m.path for m in res.matches]
+            return got if got == want else None
+
+        assert grep("fn_5") == ["p1/m5.py"]
+        (tree / "p1" / "m5.py").write_text("def renamed_fn():\n    pass\n")
+        (tree / "p2" / "fresh.py").write_text("def fn_5_again():\n    pass\n")
+        os.rename(tree / "p3" / "m7.py", tree / "p0" / "moved.py")
+        wait_until(lambda: grep("fn_5") == ["p2/fresh.py"], 2)
+        wait_until(lambda: grep("fn_7") == ["p0/moved.py"], 2)
+        wait_until(lambda: grep("renamed_fn") == ["p1/m5.py"], 2)
+        assert manager.get(r.path).dirty  # answered from the dirty set, before any commit
+        # the watcher's batch is folded into the index, then ranked search sees it too
+        wait_until(lambda: not manager.get(r.path).dirty)
+        hits = svc.search([r], Token(), query="fresh")
+        assert [h.path for h in hits.results] == ["p2/fresh.py"]
+        gone = svc.search([r], Token(), query="fn_7 ext:py")
+        assert [h.path for h in gone.results] == ["p0/moved.py"]
+    finally:
+        manager.close()
+        r.close()
+
+
+def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_path: Path) -> None:
+    r = pin_root(str(tree))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        ix = manager.activate(r, 42)
+        assert ix is not None and manager.wait_built(r.path, 60)
+        manager.release(r.path, 42)
+        assert manager.get(r.path) is None and ix.state == "off" and ix.index is None
+        assert all(not t.is_alive() for t in ix.threads)
+        (tree / "p1" / "late.py").write_text("def added_while_away():\n    pass\n")
+        again = manager.activate(r, 43)
+        assert again is not None and again is not ix and again.state == "building"
+        assert manager.wait_built(r.path, 60) and again.state == "ready"
+        svc = Service([r], Settings(), indexes=manager)
+        res = svc.grep([r], Token(), pattern="added_while_away")
+        assert res.index_used and [m.path for m in res.matches] == ["p1/late.py"]
+    finally:
+        manager.close()
+        r.close()
+
+
+BUILD_SCRIPT = """
+import sys
+from rootgrep.roots import pin_root
+from rootgrep.index.store import RootIndex
+r = pin_root(sys.argv[1])
+ix = RootIndex(sys.argv[2], r.path)
+print("start", flush=True)
+ix.sync(r.fs)
+print("done", flush=True)
+"""
+
+
+def test_a_build_killed_with_sigkill_reopens_and_resyncs(tmp_path: Path) -> None:
+    src = tmp_path / "big"
+    for i in range(1500):
+        (src / f"d{i % 30}").mkdir(parents=True, exist_ok=True)
+        (src / f"d{i % 30}" / f"f{i}.txt").write_text(f"token_{i} " * 400 + "\n")
+    cache = tmp_path / "cache"
+    rnd = random.Random(3)
+    for attempt in range(4):
+        p = subprocess.Popen([sys.executable, "-c", BUILD_SCRIPT, str(src), str(cache)],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert p.stdout is not None and p.stdout.readline().strip() == "start"
+        time.sleep(rnd.uniform(0.05, 0.6) if attempt else 0.2)
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+        p.stdout.close()
+    r = pin_root(str(src))
+    try:
+        ix = RootIndex(str(cache), r.path)  # opens whatever the kills left
+        ix.sync(r.fs)
+        svc = Service([r], Settings())
+        manager = IndexManager(str(cache), watch=False)
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 120)
+        indexed = Service([r], Settings(), indexes=manager)
+        manager.get(r.path).state = "ready"  # no watcher here; the tree is not changing
+        for pat in ("token_1234 ", "token_7 ", "token_1499"):
+            a = svc.grep([r], Token(), pattern=pat, max_results=1000)
+            b = indexed.grep([r], Token(), pattern=pat, max_results=1000)
+            assert b.index_used and [m.path for m in a.matches] == [m.path for m in b.matches]
+            assert a.matches
+        assert ix.file_count == 1500 or RootIndex(str(cache), r.path).file_count == 1500
+        manager.close()
+    finally:
+        r.close()
