@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from . import __version__
 from .confine import display
@@ -23,6 +26,10 @@ from .walker import Walker, WalkOptions
 VERBS = {
     "serve": "serve the MCP tools over stdio or streamable HTTP",
     "grep": "exact line search, output like `rg -n`",
+    "index": "build or refresh the search indexes of directories (--watch: keep them fresh)",
+    "daemon": "keep the indexes of directories fresh (the same as index --watch)",
+    "search": "ranked search over the indexes (built or refreshed first)",
+    "status": "the indexes in the cache directory",
 }
 
 
@@ -169,6 +176,149 @@ def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
     )
 
 
+def _index_parser(verb: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"rootgrep {verb}", description=VERBS[verb])
+    if verb == "search":
+        p.add_argument("query", help='words (ANDed), "phrases", -word, path:GLOB, ext:py')
+    if verb != "status":
+        p.add_argument("dirs", nargs="*" if verb == "search" else "+", metavar="DIR")
+    if verb == "index":
+        p.add_argument("--watch", action="store_true", help="stay up and keep them fresh")
+    if verb == "search":
+        p.add_argument("--json", action="store_true", help="one JSON object per result")
+        p.add_argument("-n", "--max-results", type=int, default=20)
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="default: $ROOTGREP_CACHE_DIR, else $XDG_CACHE_HOME/rootgrep, else ~/.cache/rootgrep",
+    )
+    p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES")
+    return p
+
+
+def _index(args: argparse.Namespace, watch: bool) -> int:
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from .index.manager import IndexManager
+    from .index.store import RootIndex, WriterBusy, default_cache_dir
+
+    cache = args.cache_dir or default_cache_dir()
+    roots = [pin_root(d) for d in args.dirs]
+    try:
+        with Progress(
+            SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+            TextColumn("{task.completed} files"), TimeElapsedColumn(),
+            console=_stderr_console(), transient=False,
+        ) as bar:  # fmt: skip
+            for r in roots:
+                task = bar.add_task(os.fsdecode(r.path), total=None)
+                ix = RootIndex(cache, r.path, max_file_size=args.max_file_size)
+
+                def progress(done: int, total: int | None, _msg: str, task: Any = task) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                try:
+                    st = ix.sync(r.fs, progress=progress)
+                except WriterBusy:
+                    bar.update(task, description=f"{os.fsdecode(r.path)} (kept by a daemon)")
+                    continue
+                bar.update(task, completed=st.read, total=st.read)
+                print(
+                    f"{os.fsdecode(r.path)}: {st.files} files indexed; read {st.read} "
+                    f"({st.bytes} bytes): +{st.added} ~{st.updated} -{st.removed} "
+                    f"in {st.elapsed_ms / 1000:.2f} s",
+                    file=sys.stderr,
+                )
+        if not watch:
+            return 0
+        manager = IndexManager(cache, max_file_size=args.max_file_size)
+        for r in roots:
+            manager.activate(r, 0)
+        print("watching; Ctrl-C to stop", file=sys.stderr)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(1.0):
+            pass
+        manager.close()
+        return 0
+    finally:
+        for r in roots:
+            r.close()
+
+
+def _search(args: argparse.Namespace) -> int:
+    from .index.store import RootIndex, WriterBusy, default_cache_dir, parse_search
+
+    cache = args.cache_dir or default_cache_dir()
+    dirs: list[str] = args.dirs or ["."]
+    parsed = parse_search(args.query)
+    results: list[tuple[float, str, Root, bytes, list[tuple[int, str]]]] = []
+    roots = [pin_root(d) for d in dirs]
+    try:
+        for given, r in zip(dirs, roots, strict=True):
+            ix = RootIndex(cache, r.path, max_file_size=args.max_file_size)
+            try:
+                ix.sync(r.fs)
+            except WriterBusy:
+                ix.reload()  # a daemon keeps it fresh
+            for score, rel, snip in ix.ranked(parsed, args.max_results):
+                results.append((score, given, r, rel, snip))
+        results.sort(key=lambda x: -x[0])
+        out = sys.stdout
+        for score, given, r, rel, snip in results[: args.max_results]:
+            shown = display((_display_prefix(given) if args.dirs else b"") + rel)
+            if args.json:
+                rec = {"root": r.identity(), "path": display(rel), "score": round(score, 4),
+                       "snippets": [{"line": n, "text": t} for n, t in snip]}  # fmt: skip
+                out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            else:
+                out.write(f"{shown}  ({score:.2f})\n")
+                for n, t in snip:
+                    out.write(f"  {n}: {t}\n")
+        return 0 if results else 1
+    finally:
+        for r in roots:
+            r.close()
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .index.store import default_cache_dir
+
+    cache = args.cache_dir or default_cache_dir()
+    print(f"cache: {cache}")
+    try:
+        names = sorted(os.listdir(cache))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        d = os.path.join(cache, name)
+        try:
+            with open(os.path.join(d, "manifest.json")) as f:
+                manifest = json.load(f)
+            with open(os.path.join(d, "state.json")) as f:
+                state = json.load(f)
+        except (OSError, ValueError):
+            continue
+        files = [e for e in state.get("files", []) if e[1]]
+        disk = sum(os.path.getsize(os.path.join(dp, fn)) for dp, _, fns in os.walk(d) for fn in fns)
+        when = state.get("synced_at")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "never"
+        pending = sum(1 for e in state.get("files", []) if e[5])
+        print(
+            f"{manifest.get('root_display')}: {len(files)} files, "
+            f"{sum(e[2] for e in files)} bytes of text, index {disk} bytes on disk, "
+            f"synced {stamp}" + (f", {pending} pending" if pending else "")
+        )
+    return 0
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in VERBS:
@@ -178,6 +328,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if verb == "serve":
             return _serve(_serve_parser().parse_args(rest))
+        if verb in ("index", "daemon"):
+            return _index(
+                _index_parser("index").parse_args(rest), verb == "daemon" or "--watch" in rest
+            )
+        if verb == "search":
+            return _search(_index_parser("search").parse_intermixed_args(rest))
+        if verb == "status":
+            return _status(_index_parser("status").parse_args(rest))
         if verb == "grep":
             gp = _grep_parser()
             # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"

@@ -18,7 +18,7 @@ from typing import Literal
 from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
 from ..roots import Root
-from .store import Progress, RootIndex, SyncStats, default_cache_dir
+from .store import Progress, RootIndex, SyncStats, WriterBusy, default_cache_dir
 
 log = logging.getLogger("rootgrep.index")
 State = Literal["off", "building", "ready", "stale"]
@@ -40,6 +40,7 @@ class Indexed:
     built: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     users: set[int] = field(default_factory=set)
+    role: Literal["writer", "reader"] = "writer"
     last_sync: SyncStats | None = None
 
     def dirty_snapshot(self) -> set[bytes]:
@@ -134,7 +135,11 @@ class IndexManager:
                 )
                 ix.threads.append(w)
                 w.start()
-            ix.last_sync = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+            try:
+                ix.last_sync = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+            except WriterBusy:
+                self._follow(ix, index)  # another process (a daemon) writes this index
+                return
             if ix.stop.is_set():
                 return
             ix.state = "ready" if self.watch else "stale"
@@ -146,6 +151,23 @@ class IndexManager:
             ix.state = "off"
             ix.error = f"{type(e).__name__}: {e}"
             ix.built.set()
+
+    def _follow(self, ix: Indexed, index: RootIndex) -> None:
+        """Reader mode: reload the other process's commits; a dirty file stays dirty (scanned
+        live) until a reloaded state shows it indexed as it is now."""
+        ix.role = "reader"
+        while not ix.stop.is_set():
+            index.reload()
+            if index.ready:
+                ix.state = "ready" if self.watch else "stale"
+                ix.built.set()
+            with ix.lock:
+                pending = set(ix.dirty)
+            done = {p for p in pending if index.is_current(ix.fs, p)}
+            with ix.lock:
+                ix.dirty -= done
+            if ix.stop.wait(FLUSH_SECONDS / 2):
+                return
 
     def flush(self, ix: Indexed) -> SyncStats | None:
         """Fold the dirty files into the index; they stay dirty (scanned live) until then."""
@@ -193,7 +215,12 @@ class IndexManager:
             time.sleep(0.01)
         if ix.index is None:
             raise IndexUnavailable(f"the index could not be opened: {ix.error or 'unknown'}")
-        stats = ix.index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+        try:
+            stats = ix.index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+        except WriterBusy:
+            raise IndexUnavailable(
+                "another process (rootgrep daemon) is writing this index; it keeps it fresh"
+            ) from None
         with ix.lock:
             ix.dirty.clear()
         ix.state = "ready" if self.watch else "stale"

@@ -113,6 +113,10 @@ class SyncStats:
 Progress = Callable[[int, int | None, str], None]
 
 
+class WriterBusy(Exception):
+    """Another writer (usually another process) holds this index's lock."""
+
+
 @dataclass
 class RootIndex:
     """One root's index. Thread-safe for readers; one sync at a time (and one writer per
@@ -130,6 +134,7 @@ class RootIndex:
     synced_at: float | None = field(init=False, default=None)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # state swaps
     _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _state_stamp: int = field(init=False, default=-1)
 
     def __post_init__(self) -> None:
         self.dir = index_dir_for(self.cache_dir, self.root_path)
@@ -187,9 +192,28 @@ class RootIndex:
 
     def reload(self) -> None:
         """Pick up commits (also another process's) and the state that goes with them."""
+        try:
+            stamp = os.stat(os.path.join(self.dir, "state.json")).st_mtime_ns
+        except OSError:
+            stamp = 0
         with self._lock:
             self.index.reload()
-            self._load_state()
+            if stamp != self._state_stamp:
+                self._load_state()
+                self._state_stamp = stamp
+
+    def is_current(self, fs: Beneath, rel: bytes) -> bool:
+        """Whether the index holds ``rel`` as it is on disk now (or rightly lacks it)."""
+        entry = self.entries.get(rel)
+        try:
+            st = fs.stat(rel, follow=False)
+        except Exception:
+            return entry is None
+        return (
+            entry is not None
+            and not entry.pending
+            and entry.key == (st.st_size, st.st_mtime_ns, st.st_ino)
+        )
 
     @property
     def ready(self) -> bool:
@@ -219,7 +243,12 @@ class RootIndex:
         started = time.perf_counter()
         stats = SyncStats()
         with self._sync_lock:
-            writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+            try:
+                writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+            except ValueError as e:
+                if "Lock" in str(e):
+                    raise WriterBusy(str(e)) from None
+                raise
             try:
                 with self._lock:
                     new = {p: Entry(**vars(e)) for p, e in self.entries.items()}
