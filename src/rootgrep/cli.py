@@ -199,11 +199,12 @@ def _index_parser(verb: str) -> argparse.ArgumentParser:
 def _index(args: argparse.Namespace, watch: bool) -> int:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from .index.manager import IndexManager
     from .index.store import RootIndex, WriterBusy, default_cache_dir
 
     cache = args.cache_dir or default_cache_dir()
     roots = [pin_root(d) for d in args.dirs]
+    if watch:
+        return _daemon(cache, roots, args.max_file_size)
     try:
         with Progress(
             SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
@@ -229,20 +230,34 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                     f"in {st.elapsed_ms / 1000:.2f} s",
                     file=sys.stderr,
                 )
-        if not watch:
-            return 0
-        manager = IndexManager(cache, max_file_size=args.max_file_size)
-        for r in roots:
-            manager.activate(r, 0)
-        print("watching; Ctrl-C to stop", file=sys.stderr)
-        stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        while not stop.wait(1.0):
-            pass
-        manager.close()
         return 0
     finally:
+        for r in roots:
+            r.close()
+
+
+def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
+    """Hold each index's writer for good (other processes read it and reload after commits),
+    sync it, then keep it fresh from file-system events until SIGINT or SIGTERM."""
+    from .index.manager import IndexManager
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    manager = IndexManager(cache, max_file_size=max_file_size, hold_writer=True)
+    try:
+        for r in roots:
+            ix = manager.activate(r, 0)
+            manager.wait_built(r.path)
+            if ix is not None:
+                what = ix.role if ix.error is None else f"failed: {ix.error}"
+                print(f"{os.fsdecode(r.path)}: {ix.state} ({what})", file=sys.stderr)
+        print("watching; Ctrl-C to stop", file=sys.stderr, flush=True)
+        while not stop.wait(1.0):
+            pass
+        return 0
+    finally:
+        manager.close()
         for r in roots:
             r.close()
 

@@ -56,11 +56,13 @@ class IndexManager:
         enabled: bool = True,
         watch: bool = True,
         max_file_size: int | None = None,
+        hold_writer: bool = False,
     ) -> None:
         self.cache_dir = cache_dir or default_cache_dir()
         self.enabled = enabled
         self.watch = watch
         self.max_file_size = max_file_size
+        self.hold_writer = hold_writer
         self._roots: dict[bytes, Indexed] = {}
         self._lock = threading.Lock()
 
@@ -106,6 +108,8 @@ class IndexManager:
         for t in ix.threads:
             if t.is_alive() and t is not threading.current_thread():
                 t.join(30)
+        if ix.index is not None:
+            ix.index.close()
         ix.index = None
         ix.state = "off"
         ix.fs.close()
@@ -127,7 +131,10 @@ class IndexManager:
     def _run(self, ix: Indexed, progress: Progress | None = None) -> None:
         try:
             kw = {"max_file_size": self.max_file_size} if self.max_file_size else {}
-            index = RootIndex(self.cache_dir, ix.root_path, **kw)
+            try:
+                index = RootIndex(self.cache_dir, ix.root_path, hold_writer=self.hold_writer, **kw)
+            except WriterBusy:
+                index = RootIndex(self.cache_dir, ix.root_path, **kw)
             ix.index = index
             if self.watch:
                 w = threading.Thread(
@@ -145,7 +152,11 @@ class IndexManager:
             ix.state = "ready" if self.watch else "stale"
             ix.built.set()
             while self.watch and not ix.stop.wait(FLUSH_SECONDS):
-                self.flush(ix)
+                try:
+                    self.flush(ix)
+                except WriterBusy:  # a daemon took over the writing: follow it
+                    self._follow(ix, index)
+                    return
         except Exception as e:  # an index is an optimisation: grep falls back to live
             log.warning("indexing %r failed: %r", ix.root_path, e)
             ix.state = "off"

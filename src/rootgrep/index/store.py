@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tantivy import (
     Document,
@@ -125,6 +126,7 @@ class RootIndex:
     cache_dir: str
     root_path: bytes
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    hold_writer: bool = False  # a daemon keeps the writer (and its lock) for its whole life
     dir: str = field(init=False)
     index: Index = field(init=False)
     schema: object = field(init=False)
@@ -135,6 +137,7 @@ class RootIndex:
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # state swaps
     _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _state_stamp: int = field(init=False, default=-1)
+    _writer: Any = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.dir = index_dir_for(self.cache_dir, self.root_path)
@@ -149,6 +152,8 @@ class RootIndex:
         self.index.register_tokenizer("code", _CODE)
         self._write_manifest()
         self._load_state()
+        if self.hold_writer:
+            self._writer = self._new_writer()
 
     # -- files on disk -----------------------------------------------------------------------
 
@@ -243,12 +248,7 @@ class RootIndex:
         started = time.perf_counter()
         stats = SyncStats()
         with self._sync_lock:
-            try:
-                writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
-            except ValueError as e:
-                if "Lock" in str(e):
-                    raise WriterBusy(str(e)) from None
-                raise
+            writer = self._writer if self._writer is not None else self._new_writer()
             try:
                 with self._lock:
                     new = {p: Entry(**vars(e)) for p, e in self.entries.items()}
@@ -301,11 +301,15 @@ class RootIndex:
                     stats.removed += 1
                 if cancelled is not None and cancelled():
                     writer.rollback()
+                    if self._writer is None:
+                        writer.wait_merging_threads()
+                    writer = None
                     return stats
                 # 1) a state naming every document the commit may hold, new ones pending
                 self._save_state(new, self.synced_at)
                 writer.commit()
-                writer.wait_merging_threads()
+                if self._writer is None:  # not held: let other processes write between syncs
+                    writer.wait_merging_threads()
                 writer = None
                 for entry in changed.values():
                     entry.pending = False
@@ -322,6 +326,8 @@ class RootIndex:
             finally:
                 if writer is not None:
                     writer.rollback()
+                    if self._writer is None:
+                        writer.wait_merging_threads()
         stats.files = self.file_count
         stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         return stats
@@ -360,6 +366,21 @@ class RootIndex:
                 yield rel, dirfd, name, st
             finally:
                 os.close(dirfd)
+
+    def _new_writer(self) -> Any:
+        try:
+            return self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+        except ValueError as e:
+            if "Lock" in str(e):
+                raise WriterBusy(str(e)) from None
+            raise
+
+    def close(self) -> None:
+        """Release a held writer (its lock) after its merges finish."""
+        with self._sync_lock:
+            if self._writer is not None:
+                self._writer.wait_merging_threads()
+                self._writer = None
 
     def _fid_query(self, fid: int) -> Query:
         # (deleting by an unsigned term does not match; a term query does)
