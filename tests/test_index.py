@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rootgrep.index.manager import IndexManager
-from rootgrep.index.store import RootIndex
+from rootgrep.index.store import RootIndex, _dir_bytes, index_dir_for, prune_cache
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 from support import RG
@@ -258,7 +258,7 @@ def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_p
 BUILD_SCRIPT = """
 import sys
 from rootgrep.roots import pin_root
-from rootgrep.index.store import RootIndex
+from rootgrep.index.store import RootIndex, _dir_bytes, index_dir_for, prune_cache
 r = pin_root(sys.argv[1])
 ix = RootIndex(sys.argv[2], r.path)
 print("start", flush=True)
@@ -301,3 +301,29 @@ def test_a_build_killed_with_sigkill_reopens_and_resyncs(tmp_path: Path) -> None
         manager.close()
     finally:
         r.close()
+
+
+def test_cache_is_bounded_least_recently_used_first(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    roots = []
+    for name in ("one", "two", "three"):
+        d = tmp_path / name
+        d.mkdir()
+        for i in range(30):
+            (d / f"f{i}.txt").write_text(f"{name} {i} " * 200)
+        roots.append(pin_root(str(d)))
+    try:
+        for r in roots:
+            RootIndex(str(cache), r.path).sync(r.fs)
+        order = [index_dir_for(str(cache), r.path) for r in roots]
+        for age, d in enumerate(order):  # "one" was used longest ago
+            for f in ("last_used", "manifest.json"):
+                os.utime(os.path.join(d, f), (1000 + age, 1000 + age))
+        sizes = [_dir_bytes(d) for d in order]
+        evicted = prune_cache(str(cache), sizes[1] + sizes[2] + 1, keep=set())
+        assert evicted == [order[0]] and not os.path.exists(order[0])
+        evicted = prune_cache(str(cache), 1, keep={order[1]})  # in use: never evicted
+        assert evicted == [order[2]] and os.path.exists(order[1])
+    finally:
+        for r in roots:
+            r.close()

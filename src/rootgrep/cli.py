@@ -98,6 +98,12 @@ def _serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-index", action="store_true", help="do not build search indexes")
     p.add_argument("--symlinks", choices=("within", "never"), default="within")
     p.add_argument("--cache-dir", metavar="DIR", help="index cache (see the README)")
+    p.add_argument(
+        "--cache-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="evict least recently used indexes beyond this size",
+    )
     p.add_argument("--audit-log", metavar="FILE", help="append JSON lines of every decision")
     p.add_argument(
         "--auth-token-env", metavar="VAR", help="HTTP: require 'Authorization: Bearer $VAR'"
@@ -141,7 +147,10 @@ def _serve(args: argparse.Namespace) -> int:
     from .index.manager import IndexManager
 
     indexes = IndexManager(
-        args.cache_dir, enabled=not args.no_index, max_file_size=args.max_file_size
+        args.cache_dir,
+        enabled=not args.no_index,
+        max_file_size=args.max_file_size,
+        cache_max_bytes=args.cache_max_bytes,
     )
     for r in roots:
         indexes.activate(r, 0)  # operator roots start building at once, in the background

@@ -18,7 +18,14 @@ from typing import Literal
 from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
 from ..roots import Root
-from .store import Progress, RootIndex, SyncStats, WriterBusy, default_cache_dir
+from .store import (
+    Progress,
+    RootIndex,
+    SyncStats,
+    WriterBusy,
+    default_cache_dir,
+    prune_cache,
+)
 
 log = logging.getLogger("rootgrep.index")
 State = Literal["off", "building", "ready", "stale"]
@@ -57,12 +64,14 @@ class IndexManager:
         watch: bool = True,
         max_file_size: int | None = None,
         hold_writer: bool = False,
+        cache_max_bytes: int | None = None,
     ) -> None:
         self.cache_dir = cache_dir or default_cache_dir()
         self.enabled = enabled
         self.watch = watch
         self.max_file_size = max_file_size
         self.hold_writer = hold_writer
+        self.cache_max_bytes = cache_max_bytes
         self._roots: dict[bytes, Indexed] = {}
         self._lock = threading.Lock()
 
@@ -123,6 +132,17 @@ class IndexManager:
                 ix.users = {0}
             self.release(path, 0)
 
+    def prune(self) -> list[str]:
+        """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first."""
+        if self.cache_max_bytes is None:
+            return []
+        with self._lock:
+            keep = {ix.index.dir for ix in self._roots.values() if ix.index is not None}
+        evicted = prune_cache(self.cache_dir, self.cache_max_bytes, keep)
+        for d in evicted:
+            log.info("evicted the index in %s (cache over --cache-max-bytes)", d)
+        return evicted
+
     def get(self, root_path: bytes) -> Indexed | None:
         return self._roots.get(root_path)
 
@@ -151,6 +171,7 @@ class IndexManager:
                 return
             ix.state = "ready" if self.watch else "stale"
             ix.built.set()
+            self.prune()
             while self.watch and not ix.stop.wait(FLUSH_SECONDS):
                 try:
                     self.flush(ix)

@@ -74,6 +74,50 @@ def index_dir_for(cache_dir: str, root_path: bytes) -> str:
     return os.path.join(cache_dir, hashlib.sha256(root_path).hexdigest()[:20])
 
 
+def _dir_bytes(d: str) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(d):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+    return total
+
+
+def prune_cache(cache_dir: str, max_bytes: int, keep: set[str]) -> list[str]:
+    """Evict the least recently used indexes until the cache holds at most ``max_bytes``;
+    indexes in ``keep`` (in use) are never evicted. Returns the evicted folders."""
+    try:
+        names = os.listdir(cache_dir)
+    except FileNotFoundError:
+        return []
+    found: list[tuple[float, int, str]] = []
+    for name in names:
+        d = os.path.join(cache_dir, name)
+        manifest = os.path.join(d, "manifest.json")
+        if not os.path.isfile(manifest):
+            continue
+        used = max(os.path.getmtime(manifest), _mtime(os.path.join(d, "last_used")))
+        found.append((used, _dir_bytes(d), d))
+    total = sum(size for _, size, _ in found)
+    evicted: list[str] = []
+    for _used, size, d in sorted(found):
+        if total <= max_bytes:
+            break
+        if d in keep:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        evicted.append(d)
+        total -= size
+    return evicted
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return 0.0
+
+
 def _schema():  # type: ignore[no-untyped-def]
     sb = SchemaBuilder()
     sb.add_unsigned_field("fid", stored=True, indexed=True, fast=True)
@@ -151,6 +195,7 @@ class RootIndex:
         self.index.register_tokenizer("tri", _TRI)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
         self._write_manifest()
+        self.touch()
         self._load_state()
         if self.hold_writer:
             self._writer = self._new_writer()
@@ -366,6 +411,13 @@ class RootIndex:
                 yield rel, dirfd, name, st
             finally:
                 os.close(dirfd)
+
+    def touch(self) -> None:
+        """Mark the index as used now (the cache evicts the least recently used first)."""
+        stamp = os.path.join(self.dir, "last_used")
+        with open(stamp, "a"):
+            pass
+        os.utime(stamp)
 
     def _new_writer(self) -> Any:
         try:
