@@ -199,3 +199,39 @@ async def test_a_failed_refresh_leaves_no_roots(dirs: Path) -> None:
     await client.refresh()
     assert await client.current() == []  # fail closed, never the previous list
     client.close()
+
+
+async def test_a_removed_root_stops_indexing_and_a_readded_one_is_resynced(
+    make_server, dirs: Path
+) -> None:
+    server = make_server([dirs], index=True)
+    manager = server.service.indexes
+    stub = RootsStub([uri(dirs / "a"), uri(dirs / "b")])
+    async with connect(server, "legacy", stub) as c:
+        await c.call_tool("list_roots", {})  # the effective roots start indexing
+        a, b = (str(dirs / x).encode() for x in ("a", "b"))
+        await wait_for(
+            lambda: all(manager.get(p) and manager.get(p).state == "ready" for p in (a, b))
+        )
+        g = await c.call_tool("grep", {"pattern": "hello", "root": "b"})
+        assert g.structured_content["index_used"] and len(g.structured_content["matches"]) == 1
+        old = manager.get(b)
+        stub.uris = [uri(dirs / "a")]
+        await c.send_roots_list_changed()
+        await wait_for(lambda: manager.get(b) is None)
+        assert old.state == "off" and old.index is None
+        assert all(not t.is_alive() for t in old.threads)
+        assert code(await c.call_tool("grep", {"pattern": "hello", "root": "b"})) == "unknown_root"
+        (dirs / "b" / "later.txt").write_text("hello again\n")  # changed while not a root
+        stub.uris = [uri(dirs / "a"), uri(dirs / "b")]
+        await c.send_roots_list_changed()
+        await wait_for(lambda: stub.calls == 3)
+        r = await c.call_tool("grep", {"pattern": "hello", "root": "b"})
+        assert [m["path"] for m in r.structured_content["matches"]] == ["b.txt", "later.txt"]
+        await wait_for(lambda: manager.get(b) is not None and manager.get(b).state == "ready")
+        r = await c.call_tool("grep", {"pattern": "hello", "root": "b"})
+        assert r.structured_content["index_used"]
+        assert [m["path"] for m in r.structured_content["matches"]] == ["b.txt", "later.txt"]
+        roots = await c.call_tool("list_roots", {})
+        states = {x["name"]: x["index"]["state"] for x in roots.structured_content["roots"]}
+        assert states == {"a": "ready", "b": "ready"}
