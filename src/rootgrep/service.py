@@ -49,7 +49,7 @@ from .grep import (
     run_grep,
 )
 from .index.manager import Indexed, IndexManager
-from .index.plan import Q, plan
+from .index.plan import ALL, Q, plan
 from .index.store import parse_search
 from .models import (
     CopyResult,
@@ -341,9 +341,10 @@ class Service:
             opts = WalkOptions(hidden=hidden, no_ignore=no_ignore)
             ix = None if hidden or no_ignore else self._ready_index(r)
             start = b"/".join(c for c in comps if c != b".")
-            if ix is not None and Walker(r.fs).would_list(start, "dir"):
+            q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
+            # a pattern with no required trigram gains nothing from the index: walk instead
+            if ix is not None and q != ALL and Walker(r.fs).would_list(start, "dir"):
                 used_index = True
-                q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
                 source = _indexed_batches(r, ix, q, start)
             else:
                 source = Walker(r.fs, start, opts).batches()

@@ -163,6 +163,8 @@ class IndexManager:
                 ix.threads.append(w)
                 w.start()
             try:
+                if index.writer_busy():
+                    raise WriterBusy("another process writes this index")
                 ix.last_sync = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
             except WriterBusy:
                 self._follow(ix, index)  # another process (a daemon) writes this index

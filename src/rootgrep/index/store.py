@@ -293,10 +293,10 @@ class RootIndex:
         started = time.perf_counter()
         stats = SyncStats()
         with self._sync_lock:
-            writer = self._writer if self._writer is not None else self._new_writer()
+            writer: Any = None  # created on the first change: an unchanged tree writes nothing
             try:
                 with self._lock:
-                    new = {p: Entry(**vars(e)) for p, e in self.entries.items()}
+                    new = dict(self.entries)  # entries are replaced, never mutated in place
                 changed: dict[bytes, Entry] = {}
                 deleted: list[bytes] = []
                 seen: set[bytes] = set()
@@ -305,20 +305,19 @@ class RootIndex:
                 else:
                     files = self._stat_each(fs, only, seen)
                 for rel, dirfd, name, st in files:
-                    key = (st.st_size, st.st_mtime_ns, st.st_ino)
                     old = new.get(rel)
                     if (
                         old is not None
                         and not old.pending
-                        and (old.size, old.mtime_ns, old.ino) == key
+                        and old.key == (st.st_size, st.st_mtime_ns, st.st_ino)
                     ):
                         continue
+                    if writer is None:
+                        writer = self._acquire_writer()
                     data = confine.read_searchable_at(dirfd, name, self.max_file_size)
                     stats.read += 1
                     if old is not None and old.fid:
-                        writer.delete_documents_by_query(
-                            Query.term_query(self.schema, "fid", old.fid)
-                        )
+                        writer.delete_documents_by_query(self._fid_query(old.fid))
                     fid = 0
                     if data is not None:
                         fid = old.fid if old is not None and old.fid else self._take_fid()
@@ -333,41 +332,49 @@ class RootIndex:
                     changed[rel] = entry
                     if progress is not None and stats.read % 500 == 0:
                         progress(stats.read, None, f"indexed {stats.read} files")
-                scope = set(new) if only is None else {p for p in only}
+                scope = set(new) if only is None else set(only)
                 for rel in scope - seen:
                     old = new.get(rel)
                     if old is None:
                         continue
                     if old.fid:
-                        writer.delete_documents_by_query(
-                            Query.term_query(self.schema, "fid", old.fid)
-                        )
+                        if writer is None:
+                            writer = (
+                                self._writer if self._writer is not None else self._new_writer()
+                            )
+                        writer.delete_documents_by_query(self._fid_query(old.fid))
                     deleted.append(rel)
                     stats.removed += 1
                 if cancelled is not None and cancelled():
-                    writer.rollback()
-                    if self._writer is None:
-                        writer.wait_merging_threads()
-                    writer = None
                     return stats
-                # 1) a state naming every document the commit may hold, new ones pending
-                self._save_state(new, self.synced_at)
-                writer.commit()
-                if self._writer is None:  # not held: let other processes write between syncs
-                    writer.wait_merging_threads()
-                writer = None
-                for entry in changed.values():
-                    entry.pending = False
-                for rel in deleted:
-                    new.pop(rel, None)
                 synced = time.time() if only is None else self.synced_at
-                # 2) the committed state
-                self._save_state(new, synced)
-                with self._lock:
-                    self.index.reload()
-                    self.entries = new
-                    self.paths = {e.fid: p for p, e in new.items() if e.fid}
-                    self.synced_at = synced
+                if not changed and not deleted:
+                    if only is None and self.synced_at is None:
+                        self._save_state(new, synced)
+                        with self._lock:
+                            self.synced_at = synced
+                    elif only is None:
+                        with self._lock:
+                            self.synced_at = synced
+                else:
+                    # 1) a state naming every document the commit may hold, new ones pending
+                    self._save_state(new, self.synced_at)
+                    if writer is not None:
+                        writer.commit()
+                        if self._writer is None:  # let other processes write between syncs
+                            writer.wait_merging_threads()
+                        writer = None
+                    for entry in changed.values():
+                        entry.pending = False
+                    for rel in deleted:
+                        new.pop(rel, None)
+                    # 2) the committed state
+                    self._save_state(new, synced)
+                    with self._lock:
+                        self.index.reload()
+                        self.entries = new
+                        self.paths = {e.fid: p for p, e in new.items() if e.fid}
+                        self.synced_at = synced
             finally:
                 if writer is not None:
                     writer.rollback()
@@ -418,6 +425,20 @@ class RootIndex:
         with open(stamp, "a"):
             pass
         os.utime(stamp)
+
+    def writer_busy(self) -> bool:
+        """Whether another writer (a daemon) holds this index right now."""
+        if self._writer is not None:
+            return False
+        try:
+            w = self._new_writer()
+        except WriterBusy:
+            return True
+        w.wait_merging_threads()
+        return False
+
+    def _acquire_writer(self) -> Any:
+        return self._writer if self._writer is not None else self._new_writer()
 
     def _new_writer(self) -> Any:
         try:
