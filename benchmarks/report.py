@@ -4,6 +4,10 @@ Usage: ``python benchmarks/report.py .benchmarks/latest.json`` (a file written b
 ``--benchmark-json``). Each group (one corpus, one operation, one pattern) becomes a row with
 the median time of every tool and the ratios rootgrep/peer (above 1: rootgrep is slower).
 Benchmarks are paired by their ``extra_info`` (op, corpus, tool), not by their names.
+
+The third table is the MCP server: one call over stdio against the library (op ``rtt``: the
+ratio is the protocol's overhead) and rootgrep's ``find_files`` against the reference
+filesystem server's ``search_files`` (op ``find``). Its counts are each tool's own.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ CORPUS_ORDER = {"S": 0, "F": 1}
 
 @dataclass(frozen=True)
 class Table:
-    op: str
+    op: str  # one op, or several joined by "+" (their groups share the table)
     title: str
     tools: tuple[tuple[str, str], ...]  # (tool key in extra_info, column heading)
     ratios: tuple[tuple[str, str, str], ...]  # (numerator tool, denominator tool, heading)
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(self.op.split("+"))
 
 
 TABLES = (
@@ -44,6 +52,19 @@ TABLES = (
             ("rootgrep", "rg --files", "walker / rg --files"),
         ),
     ),
+    Table(
+        "rtt+find",
+        "MCP server (median wall time per call)",
+        (
+            ("rootgrep-stdio", "rootgrep stdio"),
+            ("rootgrep-lib", "rootgrep library"),
+            ("reference-fs", "reference server"),
+        ),
+        (
+            ("rootgrep-stdio", "rootgrep-lib", "stdio / library"),
+            ("rootgrep-stdio", "reference-fs", "rootgrep / reference"),
+        ),
+    ),
 )
 
 
@@ -56,6 +77,8 @@ class Group:
     median: dict[str, float] = field(default_factory=dict)
     count: dict[str, int] = field(default_factory=dict)
     rg_count: int | None = None
+    query: str | None = None  # server benchmarks: what was asked, as Markdown
+    truncated: dict[str, bool] = field(default_factory=dict)
 
 
 def load_groups(data: dict[str, Any]) -> list[Group]:
@@ -73,12 +96,18 @@ def load_groups(data: dict[str, Any]) -> list[Group]:
             g.count[info["tool"]] = int(info["count"])
         if "rg_count" in info:
             g.rg_count = int(info["rg_count"])
+        if "query" in info:
+            g.query = str(info["query"])
+        if "truncated" in info:
+            g.truncated[info["tool"]] = bool(info["truncated"])
     return sorted(groups.values(), key=lambda g: (CORPUS_ORDER.get(g.corpus, 9), g.name))
 
 
 def fmt_time(seconds: float | None) -> str:
     if seconds is None:
         return "—"
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f} µs"
     if seconds < 1:
         return f"{seconds * 1000:.1f} ms"
     return f"{seconds:.2f} s"
@@ -101,25 +130,38 @@ def fmt_counts(g: Group, table: Table) -> str:
     return " ".join(shown) or "—"
 
 
+def fmt_own_counts(g: Group, table: Table) -> str:
+    """Every tool's own count (no reference tool): one figure when they all agree."""
+    counts = [(h, g.count[t], g.truncated.get(t, False)) for t, h in table.tools if t in g.count]
+    if not counts:
+        return "—"
+    if len({n for _, n, _ in counts}) == 1 and not any(tr for _, _, tr in counts):
+        return str(counts[0][1])
+    return " · ".join(f"{h} {n}{' (truncated)' if tr else ''}" for h, n, tr in counts)
+
+
 def render(table: Table, groups: Sequence[Group]) -> list[str]:
-    rows = [g for g in groups if g.op == table.op]
+    rows = [g for g in groups if g.op in table.ops]
     if not rows:
         return []
     grep = table.op == "grep"
-    head = ["group", "pattern"] if grep else ["group"]
+    server = "rtt" in table.ops
+    head = ["group", "pattern"] if grep else ["group", "query"] if server else ["group"]
     n_text = len(head)  # left-aligned text columns; the rest are figures
     head += [h for _, h in table.tools]
     head += [h for _, _, h in table.ratios]
-    head.append("lines" if grep else "files")
+    head.append("lines" if grep else "count" if server else "files")
     align = ["---"] * n_text + ["---:"] * (len(head) - n_text)
     out = [f"### {table.title}", "", "| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     for g in rows:
         cells = [g.name]
         if grep:
             cells.append(f"`{g.pattern}`" if g.pattern else "—")
+        elif server:
+            cells.append(g.query or "—")
         cells += [fmt_time(g.median.get(t)) for t, _ in table.tools]
         cells += [fmt_ratio(g.median.get(a), g.median.get(b)) for a, b, _ in table.ratios]
-        cells.append(fmt_counts(g, table))
+        cells.append(fmt_own_counts(g, table) if server else fmt_counts(g, table))
         out.append("| " + " | ".join(cells) + " |")
     return [*out, ""]
 
@@ -151,6 +193,15 @@ def main(argv: Sequence[str]) -> int:
         "rootgrep CLI and rg use their default threads. The counts are rg's; a tool that "
         "disagrees is shown in bold."
     )
+    if any(g.op in ("rtt", "find") for g in groups):
+        lines.append(
+            "\nMCP server: one call through a long-lived stdio session (handshake era) against "
+            "the same call on the library in process; stdio / library is the protocol's "
+            "overhead. find compares rootgrep's find_files (hidden and ignored files skipped, "
+            "files only, at most max_results=1000) with the reference server's search_files "
+            "(everything walked, directories included, every match returned); the count "
+            "column gives each tool's own count."
+        )
     print("\n".join(lines))
     return 0
 
