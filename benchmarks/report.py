@@ -37,11 +37,23 @@ TABLES = (
     Table(
         "grep",
         "Grep (median wall time)",
-        (("rootgrep", "rootgrep"), ("rootgrep-cli", "rootgrep CLI"), ("rg", "rg")),
         (
-            ("rootgrep", "rg", "rootgrep / rg"),
-            ("rootgrep-cli", "rg", "rootgrep CLI / rg"),
+            ("rootgrep", "rootgrep live"),
+            ("rootgrep-indexed", "rootgrep indexed"),
+            ("rootgrep-cli", "rootgrep CLI"),
+            ("rg", "rg"),
         ),
+        (
+            ("rootgrep", "rg", "live / rg"),
+            ("rootgrep-indexed", "rg", "indexed / rg"),
+            ("rootgrep-cli", "rg", "CLI / rg"),
+        ),
+    ),
+    Table(
+        "resync",
+        "Index re-sync of an unchanged tree (median wall time)",
+        (("rootgrep", "re-sync"), ("rg --files", "rg --files")),
+        (("rootgrep", "rg --files", "re-sync / rg --files"),),
     ),
     Table(
         "walk",
@@ -166,6 +178,37 @@ def render(table: Table, groups: Sequence[Group]) -> list[str]:
     return [*out, ""]
 
 
+def render_index(data: dict[str, Any]) -> list[str]:
+    """Index builds (speed, size) and the growth of build and query time with file count."""
+    builds, scales = [], []
+    for b in data.get("benchmarks", []):
+        info = b.get("extra_info", {})
+        if info.get("op") == "build":
+            builds.append((info, float(b["stats"]["median"])))
+        elif info.get("op") == "scale":
+            scales.append((info, float(b["stats"]["median"])))
+    out: list[str] = []
+    if builds:
+        out += ["### Index build", "",
+                "| corpus | files | text | build | MB/s | index size | index / text |",
+                "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for info, t in sorted(builds, key=lambda x: CORPUS_ORDER.get(x[0].get("corpus"), 9)):
+            out.append(
+                f"| {info['corpus']} | {info['files']} | {info['text_bytes'] / 1e6:.0f} MB | "
+                f"{fmt_time(t)} | {info['text_bytes'] / t / 1e6:.1f} | "
+                f"{info['index_bytes'] / 1e6:.0f} MB | {info['size_ratio']:.2f} |"
+            )
+        out.append("")
+    if scales:
+        out += ["### Growth with file count (synthetic corpus)", "",
+                "| files | build | selective grep (indexed, median) |",
+                "|---:|---:|---:|"]  # fmt: skip
+        for info, t in sorted(scales, key=lambda x: x[0]["files"]):
+            out.append(f"| {info['files']} | {info['build_seconds']:.2f} s | {fmt_time(t)} |")
+        out.append("")
+    return out
+
+
 def machine_line(data: dict[str, Any]) -> str:
     m = data.get("machine_info", {})
     c = data.get("commit_info", {})
@@ -188,6 +231,7 @@ def main(argv: Sequence[str]) -> int:
     lines = [machine_line(data), ""]
     for table in TABLES:
         lines += render(table, groups)
+    lines += render_index(data)
     lines.append(
         "Ratios above 1 mean rootgrep is slower. rootgrep in process runs one thread; the "
         "rootgrep CLI and rg use their default threads. The counts are rg's; a tool that "
