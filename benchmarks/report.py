@@ -181,12 +181,15 @@ def render(table: Table, groups: Sequence[Group]) -> list[str]:
 def render_index(data: dict[str, Any]) -> list[str]:
     """Index builds (speed, size) and the growth of build and query time with file count."""
     builds, scales = [], []
+    rss = ""
     for b in data.get("benchmarks", []):
         info = b.get("extra_info", {})
         if info.get("op") == "build":
             builds.append((info, float(b["stats"]["median"])))
         elif info.get("op") == "scale":
             scales.append((info, float(b["stats"]["median"])))
+        elif info.get("op") == "rss":
+            rss = f"Peak RSS of `rootgrep index` over {info['corpus']}: {info['peak_mib']} MiB."
     out: list[str] = []
     if builds:
         out += ["### Index build", "",
@@ -206,6 +209,8 @@ def render_index(data: dict[str, Any]) -> list[str]:
         for info, t in sorted(scales, key=lambda x: x[0]["files"]):
             out.append(f"| {info['files']} | {info['build_seconds']:.2f} s | {fmt_time(t)} |")
         out.append("")
+    if rss:
+        out += [rss, ""]
     return out
 
 

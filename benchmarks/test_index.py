@@ -11,7 +11,6 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -149,17 +148,23 @@ def test_build(benchmark: BenchmarkFixture, request: pytest.FixtureRequest, name
             shutil.rmtree(c, ignore_errors=True)
 
 
-def test_peak_rss_while_indexing(corpus_f: Corpus, tools: Tools) -> None:
-    """Peak resident memory of `rootgrep index` over F, in a child process."""
+def test_peak_rss_while_indexing(
+    benchmark: BenchmarkFixture, corpus_f: Corpus, tools: Tools
+) -> None:
+    """Peak resident memory of `rootgrep index` over F, in a child process (one round)."""
     cache = tempfile.mkdtemp(prefix="rootgrep-bench-rss-")
-    try:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+    def index() -> None:
         subprocess.run([tools.rootgrep, "index", corpus_f.path, "--cache-dir", cache],
                        check=True, capture_output=True)  # fmt: skip
-        peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        print(f"\npeak RSS while indexing F: {max(peak_kib, before) / 1024:.0f} MiB",
-              file=sys.stderr)  # fmt: skip
-        assert peak_kib < 1024 * 1024  # 1 GiB
+
+    try:
+        benchmark.group = "rss-F"
+        benchmark.pedantic(index, rounds=1, iterations=1)
+        peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        benchmark.extra_info.update(op="rss", corpus="F", tool="rootgrep index",
+                                    peak_mib=round(peak_mib))  # fmt: skip
+        assert peak_mib < 1024  # 1 GiB
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
