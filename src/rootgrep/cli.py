@@ -277,7 +277,7 @@ def _search(args: argparse.Namespace) -> int:
     cache = args.cache_dir or default_cache_dir()
     dirs: list[str] = args.dirs or ["."]
     parsed = parse_search(args.query)
-    results: list[tuple[float, str, Root, bytes, list[tuple[int, str]]]] = []
+    results: list[tuple[float, str, Root, bytes, Any]] = []
     roots = [pin_root(d) for d in dirs]
     try:
         for given, r in zip(dirs, roots, strict=True):
@@ -286,11 +286,13 @@ def _search(args: argparse.Namespace) -> int:
                 ix.sync(r.fs)
             except WriterBusy:
                 ix.reload()  # a daemon keeps it fresh
-            for score, rel, snip in ix.ranked(parsed, args.max_results):
-                results.append((score, given, r, rel, snip))
-        results.sort(key=lambda x: -x[0])
+            ranking = ix.rank(parsed)
+            for score, rel, addr in ranking.hits:
+                results.append((score, given, r, rel, (ranking, addr)))
+        results.sort(key=lambda x: (-x[0], x[3].split(b"/")))
         out = sys.stdout
-        for score, given, r, rel, snip in results[: args.max_results]:
+        for score, given, r, rel, (ranking, addr) in results[: args.max_results]:
+            snip = ranking.snippets(addr)
             shown = display((_display_prefix(given) if args.dirs else b"") + rel)
             if args.json:
                 rec = {"root": r.identity(), "path": display(rel), "score": round(score, 4),

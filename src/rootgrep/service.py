@@ -50,7 +50,7 @@ from .grep import (
 )
 from .index.manager import Indexed, IndexManager
 from .index.plan import ALL, Q, plan
-from .index.store import parse_search
+from .index.store import Ranking, parse_search
 from .models import (
     CopyResult,
     DeleteResult,
@@ -470,7 +470,7 @@ class Service:
         parsed = parse_search(query)
         keep = _path_filter(include, exclude)
         path_globs = _path_filter(parsed.paths, None) if parsed.paths else None
-        hits: list[tuple[float, int, bytes, Root, str]] = []
+        hits: list[tuple[float, int, bytes, Root, Any, Ranking]] = []
         partial = False
         for ti, (r, comps) in enumerate(targets):
             token.check()
@@ -482,22 +482,24 @@ class Service:
             if ix.index is None:
                 continue
             start = b"/".join(c for c in comps if c != b".")
-            for score, rel, snippet_src in ix.index.ranked(parsed, offset + limit + 50):
+            ranking = ix.index.rank(parsed)
+            for score, rel, addr in ranking.hits:
                 if start and not rel.startswith(start + b"/") and rel != start:
                     continue
                 if keep is not None and not keep(rel):
                     continue
                 if path_globs is not None and not path_globs(rel):
                     continue
-                hits.append((score, ti, rel, r, snippet_src))
+                hits.append((score, ti, rel, r, addr, ranking))
+        # a total order (score, then root, then path), so pages never overlap or skip
         hits.sort(key=lambda h: (-h[0], h[1], _order_key(h[2])))
         page = hits[offset : offset + limit]
         results = [
             SearchHit(
                 root=ref(r), path=display(rel), uri=file_uri(r, rel), score=round(score, 4),
-                snippets=[Snippet(line=n, text=t) for n, t in snip],
+                snippets=[Snippet(line=n, text=t) for n, t in ranking.snippets(addr)],
             )
-            for score, _ti, rel, r, snip in page
+            for score, _ti, rel, r, addr, ranking in page
         ]  # fmt: skip
         more = len(hits) > offset + limit
         nxt = encode_cursor("search", fp, o=offset + limit) if more else None

@@ -265,3 +265,60 @@ async def test_client_roots_are_the_scope_without_operator_roots(make_server, pr
     async with connect(make_server([]), "legacy", stub) as c:
         r = await c.call_tool("grep", {"pattern": "Needle"})
     assert [m["path"] for m in r.structured_content["matches"]] == ["guide.md"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_search_and_reindex_with_progress(make_server, proj: Path, mode: str) -> None:
+    import anyio
+
+    server = make_server([proj], index=True)
+    manager = server.service.indexes
+    with anyio.fail_after(60):
+        while (
+            manager.get(str(proj).encode()) is None
+            or manager.get(str(proj).encode()).state != "ready"
+        ):
+            await anyio.sleep(0.02)
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    for i in range(600):
+        (proj / "docs" / f"bulk{i}.md").write_text(f"bulk page {i}\n")
+    async with connect(server, mode) as c:
+        r = await c.call_tool("reindex", {}, progress_callback=on_progress)
+        (stat,) = r.structured_content["roots"]
+        assert stat["added"] >= 600 and stat["files"] >= 632 and stat["root"]["name"] == "proj"
+        with anyio.fail_after(10):
+            while not progress:  # notifications may trail the result
+                await anyio.sleep(0.02)
+        assert progress[0][0] == 500
+        s = (await c.call_tool("search", {"query": "f3 needle ext:py"})).structured_content
+        assert s["partial"] is False and s["results"]
+        assert all(h["path"].endswith(".py") for h in s["results"])
+        top = s["results"][0]
+        assert top["snippets"] and top["snippets"][0]["line"] >= 1 and top["score"] > 0
+        phrase = (await c.call_tool("search", {"query": '"needle project"'})).structured_content
+        assert [h["path"] for h in phrase["results"]] == ["README.md"]
+        none = (await c.call_tool("search", {"query": "needle -needle"})).structured_content
+        assert none["results"] == []
+        paged, cursor = [], None
+        while True:
+            args = {"query": "bulk", "max_results": 50}
+            if cursor:
+                args["cursor"] = cursor
+            page = (await c.call_tool("search", args)).structured_content
+            paged += [h["path"] for h in page["results"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert len(paged) == len(set(paged)) == 600
+        g = (await c.call_tool("grep", {"pattern": "needle 3.4"})).structured_content
+        assert g["index_used"] is True and [m["path"] for m in g["matches"]] == ["src/pkg/m03.py"]
+
+
+async def test_search_without_an_index_says_so(make_server, proj: Path) -> None:
+    async with connect(make_server([proj]), "legacy") as c:
+        assert code(await c.call_tool("search", {"query": "needle"})) == "index_unavailable"
+        assert code(await c.call_tool("reindex", {})) == "index_unavailable"

@@ -514,27 +514,24 @@ class RootIndex:
             must.append((Occur.Must, Query.all_query()))
         return Query.boolean_query(must)
 
-    def ranked(
-        self, p: ParsedSearch, limit: int
-    ) -> list[tuple[float, bytes, list[tuple[int, str]]]]:
-        """The best ``limit`` files for a search, each with its snippet's lines."""
+    def rank(self, p: ParsedSearch) -> Ranking:
+        """Every file that answers a search, with its score: cheap (no stored documents are
+        read); ``Ranking.snippets`` reads the few that are shown."""
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
-        if searcher.num_docs == 0:
-            return []
         q = self._search_query(p)
-        hits = searcher.search(q, limit=limit, count=False).hits
-        gen = SnippetGenerator.create(searcher, q, self.schema, "content")
-        gen.set_max_num_chars(240)
-        out: list[tuple[float, bytes, list[tuple[int, str]]]] = []
-        for score, addr in hits:
-            doc = searcher.doc(addr)
-            rel = paths.get(doc.get_first("fid"))
-            if rel is None:
-                continue
-            out.append((float(score), rel, _snippet_lines(gen, doc)))
-        return out
+        n = searcher.num_docs
+        if n == 0:
+            return Ranking(self, searcher, q, [])
+        hits = searcher.search(q, limit=n, count=False).hits
+        fids = searcher.fast_field_values("fid", [addr for _, addr in hits])
+        ranked = [
+            (float(score), paths[f], addr)
+            for (score, addr), f in zip(hits, fids, strict=True)
+            if f in paths
+        ]
+        return Ranking(self, searcher, q, ranked)
 
     def candidates(self, q: Q) -> list[bytes]:
         """Root-relative paths of indexed files that may match, in path order."""
@@ -583,6 +580,21 @@ def parse_search(query: str) -> ParsedSearch:
         else:
             out.words.append(body)
     return out
+
+
+@dataclass
+class Ranking:
+    """The scored files of one search on one index, and the searcher that scored them."""
+
+    store: RootIndex
+    searcher: Any
+    query: Query
+    hits: list[tuple[float, bytes, Any]]  # (score, root-relative path, doc address)
+
+    def snippets(self, addr: Any) -> list[tuple[int, str]]:
+        gen = SnippetGenerator.create(self.searcher, self.query, self.store.schema, "content")
+        gen.set_max_num_chars(240)
+        return _snippet_lines(gen, self.searcher.doc(addr))
 
 
 def _snippet_lines(gen: SnippetGenerator, doc: Document) -> list[tuple[int, str]]:
