@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
@@ -236,8 +237,9 @@ class RootgrepServer(MCPServer):
             indexes = self.service.indexes
             if indexes is not None:
                 owner = id(client) if client is not None else 0
+                listener = _build_listener(ctx.session)
                 for r in roots:
-                    indexes.activate(r, owner)
+                    indexes.activate(r, owner, listener=listener)
             lease = await self._lease(roots, client)
             work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
             result = await self._run(work, lease, write)
@@ -297,6 +299,20 @@ class RootgrepServer(MCPServer):
             if lease.claim():  # it never started: release here
                 lease.release()
             raise
+
+
+def _build_listener(session: Any) -> Callable[[str], None]:
+    """Logging notifications about a background build, sent from the builder's thread to
+    this client (best effort: a session that is gone simply hears nothing)."""
+    token = anyio.lowlevel.current_token()
+
+    def listen(message: str) -> None:
+        anyio.from_thread.run(
+            partial(session.send_log_message, "info", message, "rootgrep.index", None),
+            token=token,
+        )
+
+    return listen
 
 
 def _error(message: str) -> CallToolResult:

@@ -235,3 +235,24 @@ async def test_a_removed_root_stops_indexing_and_a_readded_one_is_resynced(
         roots = await c.call_tool("list_roots", {})
         states = {x["name"]: x["index"]["state"] for x in roots.structured_content["roots"]}
         assert states == {"a": "ready", "b": "ready"}
+
+
+async def test_a_new_roots_first_build_reports_progress_as_log_messages(
+    make_server, dirs: Path
+) -> None:
+    for i in range(1200):
+        (dirs / "c" / f"n{i}.txt").write_text(f"note {i}\n")
+    logs: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        logs.append(params)
+
+    stub = RootsStub([uri(dirs / "c")])
+    async with connect(
+        make_server([dirs], index=True), "legacy", stub, logging_callback=on_log
+    ) as c:
+        await c.call_tool("list_roots", {})
+        await wait_for(lambda: any("ready" in str(p.data) for p in logs), 60)
+    texts = [str(p.data) for p in logs if p.logger == "rootgrep.index"]
+    assert any("files read" in t for t in texts) and "ready" in texts[-1]
+    assert all(p.level == "info" for p in logs if p.logger == "rootgrep.index")

@@ -19,7 +19,6 @@ from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
 from ..roots import Root
 from .store import (
-    Progress,
     RootIndex,
     SyncStats,
     WriterBusy,
@@ -47,6 +46,7 @@ class Indexed:
     built: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     users: set[int] = field(default_factory=set)
+    listeners: list[Callable[[str], None]] = field(default_factory=list)
     role: Literal["writer", "reader"] = "writer"
     last_sync: SyncStats | None = None
 
@@ -77,21 +77,33 @@ class IndexManager:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def activate(self, root: Root, owner: int = 0, *, background: bool = True) -> Indexed | None:
+    def activate(
+        self,
+        root: Root,
+        owner: int = 0,
+        *,
+        background: bool = True,
+        listener: Callable[[str], None] | None = None,
+    ) -> Indexed | None:
         """Start (or share) the index of a root that became effective for ``owner`` (0: the
-        process itself, e.g. an operator root; else a client session)."""
+        process itself, e.g. an operator root; else a client session). ``listener`` hears
+        the first build's progress, as short messages."""
         if not self.enabled:
             return None
         with self._lock:
             ix = self._roots.get(root.path)
             if ix is not None:
                 ix.users.add(owner)
+                if listener is not None and not ix.built.is_set():
+                    ix.listeners.append(listener)
                 return ix
             fs = Beneath(
                 os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
                 symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
             )  # fmt: skip
             ix = Indexed(root.path, fs, users={owner})
+            if listener is not None:
+                ix.listeners.append(listener)
             self._roots[root.path] = ix
         t = threading.Thread(target=self._run, args=(ix,), name="rootgrep-index", daemon=True)
         ix.threads.append(t)
@@ -148,7 +160,19 @@ class IndexManager:
 
     # -- background work ---------------------------------------------------------------------
 
-    def _run(self, ix: Indexed, progress: Progress | None = None) -> None:
+    def _run(self, ix: Indexed) -> None:
+        shown = os.fsdecode(ix.root_path)
+
+        def tell(message: str) -> None:
+            for listen in list(ix.listeners):
+                try:
+                    listen(message)
+                except Exception:  # a listener that went away must not stop the build
+                    ix.listeners.remove(listen)
+
+        def progress(done: int, _total: int | None, _message: str) -> None:
+            tell(f"indexing {shown}: {done} files read")
+
         try:
             kw = {"max_file_size": self.max_file_size} if self.max_file_size else {}
             try:
@@ -172,6 +196,11 @@ class IndexManager:
             if ix.stop.is_set():
                 return
             ix.state = "ready" if self.watch else "stale"
+            if ix.last_sync is not None:
+                st = ix.last_sync
+                tell(f"index of {shown} ready: {st.files} files ({st.read} read, "
+                     f"{st.elapsed_ms / 1000:.1f} s)")  # fmt: skip
+            ix.listeners.clear()
             ix.built.set()
             self.prune()
             while self.watch and not ix.stop.wait(FLUSH_SECONDS):
