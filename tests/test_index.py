@@ -241,7 +241,7 @@ def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_p
     try:
         ix = manager.activate(r, 42)
         assert ix is not None and manager.wait_built(r.path, 60)
-        manager.release(r.path, 42)
+        manager.release(r.path, 42, wait=True)
         assert manager.get(r.path) is None and ix.state == "off" and ix.index is None
         assert all(not t.is_alive() for t in ix.threads)
         (tree / "p1" / "late.py").write_text("def added_while_away():\n    pass\n")

@@ -74,6 +74,7 @@ class IndexManager:
         self.cache_max_bytes = cache_max_bytes
         self._roots: dict[bytes, Indexed] = {}
         self._lock = threading.Lock()
+        self._builds = threading.Semaphore(1)  # one full build at a time: they compete for I/O
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -113,7 +114,7 @@ class IndexManager:
             t.run()
         return ix
 
-    def release(self, root_path: bytes, owner: int = 0) -> None:
+    def release(self, root_path: bytes, owner: int = 0, *, wait: bool = False) -> None:
         """``owner`` no longer has this root; the last one out stops its index: the build and
         the watcher stop, the searcher is dropped, and the on-disk index is not used again
         before a full re-sync."""
@@ -126,13 +127,22 @@ class IndexManager:
                 return
             del self._roots[root_path]
         ix.stop.set()
+        ix.state = "off"
+        if wait:
+            self._reap(ix)
+        else:  # never block the caller (often the event loop): a thread waits for the work
+            threading.Thread(
+                target=self._reap, args=(ix,), name="rootgrep-reap", daemon=True
+            ).start()
+
+    @staticmethod
+    def _reap(ix: Indexed) -> None:
         for t in ix.threads:
             if t.is_alive() and t is not threading.current_thread():
-                t.join(30)
+                t.join()
         if ix.index is not None:
             ix.index.close()
         ix.index = None
-        ix.state = "off"
         ix.fs.close()
 
     def close(self) -> None:
@@ -142,7 +152,7 @@ class IndexManager:
                 if ix is None:
                     continue
                 ix.users = {0}
-            self.release(path, 0)
+            self.release(path, 0, wait=True)
 
     def prune(self) -> list[str]:
         """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first."""
@@ -189,7 +199,10 @@ class IndexManager:
             try:
                 if index.writer_busy():
                     raise WriterBusy("another process writes this index")
-                ix.last_sync = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+                with self._builds:
+                    if ix.stop.is_set():
+                        return
+                    ix.last_sync = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
             except WriterBusy:
                 self._follow(ix, index)  # another process (a daemon) writes this index
                 return
