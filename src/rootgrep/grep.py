@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import operator
 import re as _re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,34 +42,41 @@ class GrepQuery:
     context: int = 0
 
 
-class LineMatch:
-    """One matching line: 1-based ``line``, the line's bytes without its terminator, the byte
-    ``offset`` of the first match in it, and up to ``context`` lines around it (tuples: a
-    search may make hundreds of thousands of these, and empty tuples cost nothing)."""
+class LineMatch(tuple):  # type: ignore[type-arg]
+    """One matching line: 1-based ``line``, the byte ``offset`` of the first match in it, the
+    line's bytes without its terminator, and up to ``context`` lines around it.
 
-    __slots__ = ("after", "before", "line", "offset", "text")
+    A tuple underneath, built with ``tuple.__new__`` (no Python frame): a search may make
+    hundreds of thousands of these, and this is the one object made per matching line."""
 
-    def __init__(
-        self,
+    __slots__ = ()
+
+    def __new__(
+        cls,
         line: int,
         offset: int,
         text: bytes,
         before: tuple[bytes, ...] = (),
         after: tuple[bytes, ...] = (),
-    ) -> None:
-        self.line = line
-        self.offset = offset
-        self.text = text
-        self.before = before
-        self.after = after
+    ) -> LineMatch:
+        return tuple.__new__(cls, (line, offset, text, before, after))
+
+    line = property(operator.itemgetter(0), doc="1-based line number")
+    offset = property(operator.itemgetter(1), doc="byte offset of the first match in the line")
+    text = property(operator.itemgetter(2), doc="the line, without its terminator")
+    before = property(operator.itemgetter(3), doc="context lines before")
+    after = property(operator.itemgetter(4), doc="context lines after")
 
     @property
     def column(self) -> int:
         """1-based column of the first match, in code points."""
-        return len(self.text[: self.offset].decode("utf-8", "replace")) + 1
+        return len(self[2][: self[1]].decode("utf-8", "replace")) + 1
 
     def __repr__(self) -> str:
         return f"LineMatch(line={self.line}, column={self.column}, text={self.text!r})"
+
+
+_new_match = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -314,16 +322,19 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
         counted = ls
         if context:
             append(
-                LineMatch(
-                    line_no,
-                    s - ls,
-                    buf[ls:le],
-                    _lines_before(buf, ls, context),
-                    _lines_after(buf, le, context),
+                _new_match(
+                    LineMatch,
+                    (
+                        line_no,
+                        s - ls,
+                        buf[ls:le],
+                        _lines_before(buf, ls, context),
+                        _lines_after(buf, le, context),
+                    ),
                 )
             )
         else:
-            append(LineMatch(line_no, s - ls, buf[ls:le]))
+            append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], (), ())))
         pos = le + 1
     return out
 
