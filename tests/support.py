@@ -38,3 +38,15 @@ def error_code(fn: object, *args: object, **kwargs: object) -> str:
 
 def fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
+
+
+def flatten_chain(top: Path, name: str, depth: int) -> None:
+    """Pull a chain ``top/name/name/.../name`` (``depth`` levels) up one level at a time,
+    dropping the files met on the way, so that a shallow delete can finish the job (pytest's
+    recursive tmp cleanup would fail on such depths)."""
+    for _ in range(depth - 1):
+        os.rename(top / name / name, top / ".flat")
+        for leftover in os.listdir(top / name):
+            os.unlink(top / name / leftover)
+        os.rmdir(top / name)
+        os.rename(top / ".flat", top / name)

@@ -22,7 +22,7 @@ import pytest
 from rootgrep.confine import Beneath, is_binary, split_relpath
 from rootgrep.errors import RootgrepError
 from rootgrep.roots import Root, pin_root, resolve_target
-from support import MARKER, assert_no_marker, error_code, fd_count
+from support import MARKER, assert_no_marker, error_code, fd_count, flatten_chain
 
 
 @pytest.fixture
@@ -456,10 +456,7 @@ def test_fallback_walk_keeps_fds_bounded_on_long_paths(world: Path) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         fs.close()
     assert fd_count() == before - 1
-    for _ in range(1499):  # flatten the chain so tmp cleanup does not recurse 1500 deep
-        os.rename(r / "d" / "d", r / "t")
-        os.rmdir(r / "d")
-        os.rename(r / "t", r / "d")
+    flatten_chain(r, "d", 1500)
 
 
 def test_pinning_a_symlinked_root_under_a_swap_race_never_misnames_it(world: Path) -> None:

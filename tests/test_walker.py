@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from rootgrep.confine import Beneath
 from rootgrep.walker import Walker, WalkOptions, list_files
-from support import MARKER, RG, fd_count
+from support import MARKER, RG, fd_count, flatten_chain
 
 RG_WALK = ["--files", "--sort", "path", "--null", "--no-require-git", "--no-ignore-global",
            "--no-ignore-parent"]  # fmt: skip
@@ -164,16 +164,7 @@ def test_deep_tree_bounded_fds_and_no_recursion_limit(tmp_path: Path, mode: str)
     assert seen == [b"d/" * 1200 + b"leaf.py", b"top.py"]
     assert peak < 80  # MAX_HELD_FDS plus a few, not one per level
     assert fd_count() == before
-    _remove_deep(r, 1200)  # shutil.rmtree recurses and would fail on this depth
-
-
-def _remove_deep(r: Path, depth: int) -> None:
-    for _ in range(depth - 1):  # pull the chain up one level at a time
-        os.rename(r / "d" / "d", r / "t")
-        os.rmdir(r / "d")
-        os.rename(r / "t", r / "d")
-    os.unlink(r / "d" / "leaf.py")
-    os.rmdir(r / "d")
+    flatten_chain(r, "d", 1200)
 
 
 def test_no_fd_leak_when_the_consumer_stops_early(fs: Beneath) -> None:
@@ -287,14 +278,7 @@ def test_deep_tree_with_long_names_beyond_path_max(tmp_path: Path, mode: str) ->
     n = name.encode()
     assert got == [(n + b"/") * 45 + b"mid.py", (n + b"/") * 90 + b"leaf.py", b"zz.py"]
     assert w.errors == []
-    for _ in range(89):  # flatten for tmp cleanup
-        os.rename(r / name / name, r / "t")
-        for leftover in os.listdir(r / name):
-            os.unlink(r / name / leftover)
-        os.rmdir(r / name)
-        os.rename(r / "t", r / name)
-    os.unlink(r / name / "leaf.py")
-    os.rmdir(r / name)
+    flatten_chain(r, name, 90)
 
 
 def test_explicit_start_through_an_inside_link_is_searched(fs: Beneath, tree: Path) -> None:

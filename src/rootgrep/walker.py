@@ -103,16 +103,9 @@ class Walker:
             return
         if not stat_mod.S_ISDIR(st.st_mode):
             raise NotRegularFile(f"'{confine.display(start)}' is neither a file nor a directory")
-        fd = self.fs.open_dir(comps)
-        levels = [] if self.options.no_ignore else self._ancestor_levels(comps)
-        frames: list[_Frame] = []
+        frames = self._start(comps)
         try:
-            frames.append(self._enter(start, fd, levels))
-            while frames:
-                if frames[-1].fd < 0 and not self._reopen(frames):
-                    frames.pop()  # could not get back into it: reported in self.errors
-                    continue
-                top = frames[-1]
+            while (top := self._current(frames)) is not None:
                 run: list[FileEntry] = []
                 descended = False
                 while top.idx < len(top.entries):
@@ -145,26 +138,15 @@ class Walker:
                 if top.fd >= 0:
                     os.close(top.fd)
         finally:
-            for f in frames:
-                if f.fd >= 0:
-                    os.close(f.fd)
+            _close_frames(frames)
 
     def tree_entries(self, max_depth: int) -> Iterator[tuple[int, bytes, Entry]]:
         """(depth, root-relative path, entry) for files and directories below ``start``, in
         pre-order and path order, descending at most ``max_depth`` levels (1: the start's
         own entries). The same ignore and hidden rules as ``batches``."""
-        comps = confine.split_relpath(self.start)
-        start = b"/".join(comps)
-        fd = self.fs.open_dir(comps)
-        levels = [] if self.options.no_ignore else self._ancestor_levels(comps)
-        frames: list[_Frame] = []
+        frames = self._start(confine.split_relpath(self.start))
         try:
-            frames.append(self._enter(start, fd, levels))
-            while frames:
-                if frames[-1].fd < 0 and not self._reopen(frames):
-                    frames.pop()
-                    continue
-                top = frames[-1]
+            while (top := self._current(frames)) is not None:
                 if top.idx >= len(top.entries):
                     frames.pop()
                     if top.fd >= 0:
@@ -180,9 +162,7 @@ class Walker:
                         frames.append(self._enter(rel, child, top.levels))
                         self._bound_fds(frames)
         finally:
-            for f in frames:
-                if f.fd >= 0:
-                    os.close(f.fd)
+            _close_frames(frames)
 
     def would_list(self, rel: bytes, kind: str = "file") -> bool:
         """Whether a walk from the root with these options reaches ``rel`` (a file, or with
@@ -214,6 +194,22 @@ class Walker:
         return False
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _start(self, comps: list[bytes]) -> list[_Frame]:
+        """The frame stack of a walk from ``comps``: the start directory, with the ignore
+        files of its ancestors inside the root already loaded."""
+        fd = self.fs.open_dir(comps)
+        levels = [] if self.options.no_ignore else self._ancestor_levels(comps)
+        return [self._enter(b"/".join(comps), fd, levels)]
+
+    def _current(self, frames: list[_Frame]) -> _Frame | None:
+        """The top frame, its fd reopened if it was closed to bound fds; frames that cannot
+        be re-entered are dropped (the reason is in ``errors``)."""
+        while frames:
+            if frames[-1].fd >= 0 or self._reopen(frames):
+                return frames[-1]
+            frames.pop()
+        return None
 
     def _enter(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
         try:
@@ -345,6 +341,12 @@ class Walker:
         if i >= 1 and frames[i].fd >= 0:  # frame 0 (the start) stays open
             os.close(frames[i].fd)
             frames[i].fd = -1
+
+
+def _close_frames(frames: list[_Frame]) -> None:
+    for f in frames:
+        if f.fd >= 0:
+            os.close(f.fd)
 
 
 def list_files(fs: Beneath, start: bytes = b"", **options: bool | int | None) -> list[bytes]:
