@@ -49,7 +49,7 @@ from .grep import (
     run_grep,
 )
 from .index.manager import Indexed, IndexManager
-from .index.plan import ALL, Q, plan
+from .index.plan import Q, plan
 from .index.store import Ranking, parse_search
 from .models import (
     CopyResult,
@@ -342,8 +342,9 @@ class Service:
             ix = None if hidden or no_ignore else self._ready_index(r)
             start = b"/".join(c for c in comps if c != b".")
             q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
-            # a pattern with no required trigram gains nothing from the index: walk instead
-            if ix is not None and q != ALL and Walker(r.fs).would_list(start, "dir"):
+            # with no required trigram the index still knows which files are text (binary
+            # files are never opened) and spares the walk
+            if ix is not None and Walker(r.fs).would_list(start, "dir"):
                 used_index = True
                 source = _indexed_batches(r, ix, q, start)
             else:

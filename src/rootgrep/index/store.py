@@ -182,6 +182,7 @@ class RootIndex:
     _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _state_stamp: int = field(init=False, default=-1)
     _writer: Any = field(init=False, default=None)
+    _all_sorted: tuple[dict[int, bytes], list[bytes]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.dir = index_dir_for(self.cache_dir, self.root_path)
@@ -538,6 +539,11 @@ class RootIndex:
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
+            if q.op == "all":  # every indexed (text) file: no query needed
+                if self._all_sorted is None or self._all_sorted[0] is not paths:
+                    ordered = sorted(paths.values(), key=lambda p: p.split(b"/"))
+                    self._all_sorted = (paths, ordered)
+                return self._all_sorted[1]
         n = searcher.num_docs
         if n == 0:
             return []
