@@ -274,69 +274,86 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
     """Every matching line of ``buf`` (a file's ``text_of``; line numbers 1-based), with up to
     ``context`` lines of context on each side.
 
-    The hot loop is written out by hand: it runs once per matching line of every file.
+    The loops are written out by hand, one per kind of matcher: they run once per matching
+    line of every file, where every call counts.
     """
-    out: list[LineMatch] = []
     n = len(buf)
     if n == 0:
-        return out
+        return []
     end = n - 1 if buf[n - 1] == 10 else n  # nothing after the final line terminator
-    pos = 0
+    spans = (
+        _literal_lines
+        if m._literal is not None
+        else (_prefiltered_lines if m.prefilter is not None else _regex_lines)
+    )
+    out: list[LineMatch] = []
+    append = out.append
+    count = buf.count
     line_no = 1
     counted = 0  # line_no is the number of the line that starts at `counted`
-    lit = m._literal
-    rx = m._m
-    group = m._group
-    pre = m.prefilter
-    append = out.append
-    while pos <= end:
-        if lit is not None:
-            s = buf.find(lit, pos)
-            if s < 0:
-                break
-            ls = buf.rfind(b"\n", 0, s) + 1
-        elif pre is not None:
-            # jump to the next line holding the required literal, then verify that line only
-            i = buf.find(pre, pos)
-            if i < 0:
-                break
-            ls = buf.rfind(b"\n", 0, i) + 1
-            le = buf.find(b"\n", i)
-            if le < 0:
-                le = n
-            s = rx(_UNANCHORED, buf, ls, le)[group][0]
-            if s < 0:
-                pos = le + 1
-                continue
-        else:
-            s = rx(_UNANCHORED, buf, pos, n)[group][0]
-            if s < 0:
-                break
-            ls = buf.rfind(b"\n", 0, s) + 1
-        if s > end:
-            break  # only an empty match after the final terminator is left
-        le = buf.find(b"\n", s)
-        if le < 0:
-            le = n
-        line_no += buf.count(b"\n", counted, ls)
+    for ls, s, le in spans(m, buf, n, end):
+        line_no += count(b"\n", counted, ls)
         counted = ls
         if context:
-            append(
-                _new_match(
-                    LineMatch,
-                    (
-                        line_no,
-                        s - ls,
-                        buf[ls:le],
-                        _lines_before(buf, ls, context),
-                        _lines_after(buf, le, context),
-                    ),
-                )
-            )
+            before = _lines_before(buf, ls, context)
+            after = _lines_after(buf, le, context)
+            append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], before, after)))
         else:
             append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], (), ())))
-        pos = le + 1
     return out
+
+
+def _literal_lines(m: Matcher, buf: bytes, n: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """(line start, match start, line end) of each line holding the literal."""
+    lit = m._literal
+    assert lit is not None
+    find, rfind = buf.find, buf.rfind
+    pos = 0
+    while pos <= end:
+        s = find(lit, pos)
+        if s < 0 or s > end:
+            return
+        le = find(b"\n", s)
+        if le < 0:
+            le = n
+        yield rfind(b"\n", 0, s) + 1, s, le
+        pos = le + 1
+
+
+def _prefiltered_lines(m: Matcher, buf: bytes, n: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """Jump to each line holding the required literal; RE2 verifies that line only."""
+    pre, rx, group = m.prefilter, m._m, m._group
+    assert pre is not None
+    find, rfind = buf.find, buf.rfind
+    pos = 0
+    while pos <= end:
+        i = find(pre, pos)
+        if i < 0:
+            return
+        ls = rfind(b"\n", 0, i) + 1
+        le = find(b"\n", i)
+        if le < 0:
+            le = n
+        s = rx(_UNANCHORED, buf, ls, le)[group][0]
+        if s >= 0:
+            yield ls, s, le
+        pos = le + 1
+
+
+def _regex_lines(m: Matcher, buf: bytes, n: int, end: int) -> Iterator[tuple[int, int, int]]:
+    """RE2 finds the next match over the rest of the buffer."""
+    rx, group = m._m, m._group
+    find, rfind = buf.find, buf.rfind
+    pos = 0
+    while pos <= end:
+        s = rx(_UNANCHORED, buf, pos, n)[group][0]
+        if s < 0 or s > end:
+            return  # (an empty match after the final terminator is not a line)
+        le = find(b"\n", s)
+        if le < 0:
+            le = n
+        yield rfind(b"\n", 0, s) + 1, s, le
+        pos = le + 1
 
 
 def _lines_before(buf: bytes, ls: int, k: int) -> tuple[bytes, ...]:
