@@ -250,17 +250,18 @@ def scan_fd(dirfd: int) -> list[Entry]:
     out: list[Entry] = []
     append = out.append
     enc = _FS_ENCODING
+    new = tuple.__new__  # Entry(...) without a Python frame: one per directory entry
     with os.scandir(dirfd) as it:
         for de in it:
             name = de.name.encode(enc, "surrogateescape")
             if de.is_file(follow_symlinks=False):
-                append(Entry(name, "file"))
+                append(new(Entry, (name, "file")))
             elif de.is_dir(follow_symlinks=False):
-                append(Entry(name, "dir"))
+                append(new(Entry, (name, "dir")))
             elif de.is_symlink():
-                append(Entry(name, "symlink"))
+                append(new(Entry, (name, "symlink")))
             else:
-                append(Entry(name, "other"))
+                append(new(Entry, (name, "other")))
     out.sort()  # by name bytes (names are unique within a directory)
     return out
 
@@ -286,6 +287,15 @@ def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
 
 def stat_at(dirfd: int, name: bytes) -> os.stat_result:
     return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+
+
+def stat_regular_at(dirfd: int, name: bytes) -> os.stat_result | None:
+    """The stat of a regular file by one name (never through a link); None otherwise."""
+    try:
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError:
+        return None
+    return st if stat_mod.S_ISREG(st.st_mode) else None
 
 
 def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:

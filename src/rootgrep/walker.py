@@ -14,12 +14,14 @@ import os
 import stat as stat_mod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from . import confine
 from .confine import Beneath, Entry
 from .errors import NotRegularFile, RootgrepError
 from .ignore import IgnoreFile
 
+_new_entry = tuple.__new__
 IGNORE_FILES: tuple[bytes, ...] = (b".ignore", b".gitignore")  # higher precedence first
 MAX_IGNORE_FILE_BYTES = 1 << 20
 MAX_HELD_FDS = 64  # directory fds kept open along the current path; deeper ones are reopened
@@ -32,8 +34,10 @@ class WalkOptions:
     max_file_size: int | None = None  # when set, files are stat'ed and larger ones skipped
 
 
-@dataclass(slots=True)
-class FileEntry:
+class FileEntry(NamedTuple):
+    """A file the walk found: its name, its root-relative path, and its stat when the walk
+    needed one (with ``max_file_size``). A tuple: one is made per file of every walk."""
+
     name: bytes
     path: bytes  # root-relative, '/'-separated
     stat: os.stat_result | None = None
@@ -104,6 +108,8 @@ class Walker:
         if not stat_mod.S_ISDIR(st.st_mode):
             raise NotRegularFile(f"'{confine.display(start)}' is neither a file nor a directory")
         frames = self._start(comps)
+        limit = self.options.max_file_size
+        stat_file = confine.stat_regular_at
         try:
             while (top := self._current(frames)) is not None:
                 run: list[FileEntry] = []
@@ -113,12 +119,12 @@ class Walker:
                     top.idx += 1
                     rel = top.rel + b"/" + e.name if top.rel else e.name
                     if e.kind == "file":
-                        fe = FileEntry(e.name, rel)
-                        if self.options.max_file_size is not None:
-                            fe.stat = self._stat(top, e.name, rel)
-                            if fe.stat is None or fe.stat.st_size > self.options.max_file_size:
-                                continue
-                        run.append(fe)
+                        if limit is None:
+                            run.append(_new_entry(FileEntry, (e.name, rel, None)))
+                            continue
+                        st = stat_file(top.fd, e.name)
+                        if st is not None and st.st_size <= limit:
+                            run.append(_new_entry(FileEntry, (e.name, rel, st)))
                         continue
                     # a directory: emit the files before it, then descend
                     if run:
@@ -327,13 +333,6 @@ class Walker:
             os.close(frames[k].fd)
             frames[k].fd = -1
         return True
-
-    def _stat(self, top: _Frame, name: bytes, rel: bytes) -> os.stat_result | None:
-        try:
-            st = confine.stat_at(top.fd, name)
-        except OSError:
-            return None
-        return st if stat_mod.S_ISREG(st.st_mode) else None
 
     @staticmethod
     def _bound_fds(frames: list[_Frame]) -> None:

@@ -46,7 +46,7 @@ from tantivy import (
 from .. import confine
 from ..confine import Beneath, display
 from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
-from ..walker import Walker, WalkOptions
+from ..walker import FileEntry, Walker, WalkOptions
 from .plan import Q
 
 SCHEMA_VERSION = 1
@@ -305,34 +305,35 @@ class RootIndex:
                     files = self._walk(fs, seen, cancelled)
                 else:
                     files = self._stat_each(fs, only, seen)
-                for rel, dirfd, name, st in files:
-                    old = new.get(rel)
-                    if (
-                        old is not None
-                        and not old.pending
-                        and old.key == (st.st_size, st.st_mtime_ns, st.st_ino)
-                    ):
-                        continue
-                    if writer is None:
-                        writer = self._acquire_writer()
-                    data = confine.read_searchable_at(dirfd, name, self.max_file_size)
-                    stats.read += 1
-                    if old is not None and old.fid:
-                        writer.delete_documents_by_query(self._fid_query(old.fid))
-                    fid = 0
-                    if data is not None:
-                        fid = old.fid if old is not None and old.fid else self._take_fid()
-                        writer.add_document(self._document(fid, rel, text_of(data), st))
-                        stats.bytes += len(data)
-                    if old is None:
-                        stats.added += 1
-                    else:
-                        stats.updated += 1
-                    entry = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
-                    new[rel] = entry
-                    changed[rel] = entry
-                    if progress is not None and stats.read % 500 == 0:
-                        progress(stats.read, None, f"indexed {stats.read} files")
+                for dirfd, entries in files:
+                    for name, rel, st in entries:
+                        old = new.get(rel)
+                        if (
+                            old is not None
+                            and not old.pending
+                            and old.key == (st.st_size, st.st_mtime_ns, st.st_ino)
+                        ):
+                            continue
+                        if writer is None:
+                            writer = self._acquire_writer()
+                        data = confine.read_searchable_at(dirfd, name, self.max_file_size)
+                        stats.read += 1
+                        if old is not None and old.fid:
+                            writer.delete_documents_by_query(self._fid_query(old.fid))
+                        fid = 0
+                        if data is not None:
+                            fid = old.fid if old is not None and old.fid else self._take_fid()
+                            writer.add_document(self._document(fid, rel, text_of(data), st))
+                            stats.bytes += len(data)
+                        if old is None:
+                            stats.added += 1
+                        else:
+                            stats.updated += 1
+                        entry = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
+                        new[rel] = entry
+                        changed[rel] = entry
+                        if progress is not None and stats.read % 500 == 0:
+                            progress(stats.read, None, f"indexed {stats.read} files")
                 scope = set(new) if only is None else set(only)
                 for rel in scope - seen:
                     old = new.get(rel)
@@ -387,20 +388,19 @@ class RootIndex:
 
     def _walk(
         self, fs: Beneath, seen: set[bytes], cancelled: Callable[[], bool] | None
-    ) -> Iterable[tuple[bytes, int, bytes, os.stat_result]]:
+    ) -> Iterable[tuple[int, list[FileEntry]]]:
+        """(directory fd, its files with their stats), batch by batch."""
         walker = Walker(fs, b"", WalkOptions(max_file_size=self.max_file_size))
         for batch in walker.batches():
             with batch:
                 if cancelled is not None and cancelled():
                     return
-                for fe in batch.files:
-                    assert fe.stat is not None
-                    seen.add(fe.path)
-                    yield fe.path, batch.fd, fe.name, fe.stat
+                seen.update(fe.path for fe in batch.files)
+                yield batch.fd, batch.files
 
     def _stat_each(
         self, fs: Beneath, paths: Iterable[bytes], seen: set[bytes]
-    ) -> Iterable[tuple[bytes, int, bytes, os.stat_result]]:
+    ) -> Iterable[tuple[int, list[FileEntry]]]:
         for rel in sorted(set(paths)):
             try:
                 dirfd, name = fs.open_parent(confine.split_relpath(rel))
@@ -416,7 +416,7 @@ class RootIndex:
                 if not Walker(fs).would_list(rel):
                     continue
                 seen.add(rel)
-                yield rel, dirfd, name, st
+                yield dirfd, [FileEntry(name, rel, st)]
             finally:
                 os.close(dirfd)
 
