@@ -12,7 +12,6 @@ import resource
 import socket
 import stat
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -193,10 +192,9 @@ def test_magic_fd_link_is_refused(root: Root, world: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.timeout(60, method="thread")  # a hang guard, not a speed test
 def test_symlink_loop_does_not_hang(root: Root, links: Path) -> None:
-    started = time.monotonic()
     assert error_code(read, root, "loop_a") in ("invalid_path", "outside_roots")
-    assert time.monotonic() - started < 5
 
 
 def test_stat_without_following_describes_the_link_itself(root: Root, links: Path) -> None:

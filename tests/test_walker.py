@@ -6,7 +6,6 @@ import os
 import resource
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,13 +246,12 @@ def test_bad_ignore_lines_are_skipped_not_fatal(tmp_path: Path) -> None:
         assert list_files(b) == [b"b.py"]
 
 
+@pytest.mark.timeout(60, method="thread")  # a backtracking engine would never finish this
 def test_ignore_globs_cannot_blow_up(tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b\n")
     write(tmp_path, "a" * 200)
-    started = time.monotonic()
     with Beneath.pin(str(tmp_path)) as b:
         assert list_files(b) == [b"a" * 200]
-    assert time.monotonic() - started < 5
 
 
 def test_deep_tree_with_long_names_beyond_path_max(tmp_path: Path, mode: str) -> None:
