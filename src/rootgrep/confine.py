@@ -17,6 +17,7 @@ import os
 import stat as stat_mod
 import sys
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -737,29 +738,9 @@ class Beneath:
             if mode is None:
                 mode = stat_mod.S_IMODE(keep.st_mode) if keep is not None else 0o644
             mode &= 0o777
-            tmp, fd = _create_temp(dirfd, name, mode)
-            try:
-                view = memoryview(data)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                if keep is not None and os.geteuid() == 0:
-                    os.fchown(fd, keep.st_uid, keep.st_gid)
-                os.fchmod(fd, mode)
-                os.fsync(fd)
-            except BaseException:
-                os.close(fd)
-                _unlink_quiet(dirfd, tmp)
-                raise
-            os.close(fd)
-            try:
-                if create_only:
-                    _rename_noreplace(dirfd, tmp, name)
-                else:
-                    os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
-            except BaseException:
-                _unlink_quiet(dirfd, tmp)
-                raise
+            owner = (keep.st_uid, keep.st_gid) if keep is not None and os.geteuid() == 0 else None
+            tmp = _write_temp(dirfd, name, mode, (data,), owner)
+            _install(dirfd, tmp, name, overwrite=not create_only)
             os.fsync(dirfd)
             return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except OSError as e:
@@ -984,17 +965,23 @@ class CopyReport:
     skipped: list[tuple[bytes, str]] = field(default_factory=list)
 
 
-def _copy_fd_to_temp(src_fd: int, dirfd: int, name: bytes, mode: int) -> bytes:
-    """Copy an open file into a new temp file beside ``name``; returns the temp's name."""
+def _write_temp(
+    dirfd: int,
+    name: bytes,
+    mode: int,
+    chunks: Iterable[bytes],
+    owner: tuple[int, int] | None = None,
+) -> bytes:
+    """Write ``chunks`` to a new temp file beside ``name`` (O_EXCL), set its owner and mode,
+    fsync it; returns the temp's name (removed again if anything fails)."""
     tmp, out = _create_temp(dirfd, name, mode & 0o777)
     try:
-        while True:
-            chunk = os.read(src_fd, 1 << 20)
-            if not chunk:
-                break
+        for chunk in chunks:
             view = memoryview(chunk)
             while view:
                 view = view[os.write(out, view) :]
+        if owner is not None:
+            os.fchown(out, *owner)
         os.fchmod(out, mode & 0o777)
         os.fsync(out)
     except BaseException:
@@ -1005,7 +992,18 @@ def _copy_fd_to_temp(src_fd: int, dirfd: int, name: bytes, mode: int) -> bytes:
     return tmp
 
 
+def _read_chunks(fd: int) -> Iterator[bytes]:
+    while chunk := os.read(fd, 1 << 20):
+        yield chunk
+
+
+def _copy_fd_to_temp(src_fd: int, dirfd: int, name: bytes, mode: int) -> bytes:
+    """Copy an open file into a new temp file beside ``name``; returns the temp's name."""
+    return _write_temp(dirfd, name, mode, _read_chunks(src_fd))
+
+
 def _install(dirfd: int, tmp: bytes, name: bytes, overwrite: bool) -> None:
+    """Rename the temp over ``name`` (or, without ``overwrite``, only if ``name`` is free)."""
     try:
         if overwrite:
             os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
