@@ -92,6 +92,8 @@ class Root:
     source: RootSource
     fs: Beneath = field(repr=False)
     extra_aliases: tuple[bytes, ...] = ()
+    # a client root inside an operator root: that root and the components leading to it
+    anchor: tuple[Root, list[bytes]] | None = field(default=None, repr=False)
 
     @property
     def aliases(self) -> tuple[bytes, ...]:
@@ -103,6 +105,29 @@ class Root:
 
     def close(self) -> None:
         self.fs.close()
+
+    def still_inside(self) -> bool:
+        """For a client root nested in an operator root: whether the directory pinned at
+        acceptance is still the one found beneath the operator root's fd at the same place
+        (a directory moved out after it was accepted is not served any more)."""
+        if self.anchor is None:
+            return True
+        outer, prefix = self.anchor
+        try:
+            fd = outer.fs.open_dir(prefix, no_symlinks=True)
+        except RootgrepError:
+            return False
+        try:
+            there = os.fstat(fd)
+            pinned = os.fstat(self.fs.fd) if self.fs.fd >= 0 else None
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return pinned is not None and (there.st_dev, there.st_ino) == (
+            pinned.st_dev,
+            pinned.st_ino,
+        )
 
     def acquire(self) -> bool:
         return self.fs.acquire()
@@ -180,7 +205,10 @@ def effective_roots(client: Sequence[Root] | None, operator: Sequence[Root]) -> 
                 else:
                     out.append(o)
             elif is_within(c.path, o.path):
-                out.append(c)
+                prefix = strip_prefix(c.path, o.path) or []
+                out.append(
+                    Root(c.id, c.name, c.uri, c.path, c.source, c.fs, c.extra_aliases, (o, prefix))
+                )
     return _dedupe(out)
 
 

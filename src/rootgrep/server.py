@@ -234,6 +234,8 @@ class RootgrepServer(MCPServer):
                 if new and client is not None:
                     await client.refresh()
                 roots = scope(await client.current() if client else None, self.service)
+            if any(r.anchor is not None for r in roots):
+                roots = await anyio.to_thread.run_sync(_still_inside, roots)
             indexes = self.service.indexes
             if indexes is not None:
                 owner = id(client) if client is not None else 0
@@ -299,6 +301,14 @@ class RootgrepServer(MCPServer):
             if lease.claim():  # it never started: release here
                 lease.release()
             raise
+
+
+def _still_inside(roots: list[Root]) -> list[Root]:
+    kept = [r for r in roots if r.still_inside()]
+    for r in roots:
+        if r not in kept:
+            log.warning("root %r left its operator root; it is not served", r.uri)
+    return kept
 
 
 def _build_listener(session: Any) -> Callable[[str], None]:

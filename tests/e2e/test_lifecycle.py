@@ -257,3 +257,22 @@ async def test_a_new_roots_first_build_reports_progress_as_log_messages(
     texts = [str(p.data) for p in logs if p.logger == "rootgrep.index"]
     assert any("files read" in t for t in texts) and "ready" in texts[-1]
     assert all(p.level == "info" for p in logs if p.logger == "rootgrep.index")
+
+
+async def test_a_client_root_moved_out_of_the_operator_root_is_not_served(
+    make_server, dirs: Path, tmp_path: Path
+) -> None:
+    served = dirs  # the operator root
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    stub = RootsStub([uri(served / "a")])
+    async with connect(make_server([served]), "legacy", stub) as c:
+        r = await c.call_tool("read_file", {"path": "a.txt"})
+        assert r.structured_content["content"] == "hello from a\n"
+        os.rename(served / "a", away / "a")  # the pinned directory leaves the operator root
+        (away / "a" / "secret.txt").write_text("written outside later\n")
+        for tool, args in (("read_file", {"path": "secret.txt"}), ("grep", {"pattern": "later"}),
+                           ("list_directory", {})):  # fmt: skip
+            res = await c.call_tool(tool, args)
+            assert code(res) == "no_roots", tool
+            assert "written outside" not in str(res.structured_content) + str(res.content)
