@@ -236,13 +236,18 @@ class RootgrepServer(MCPServer):
                 roots = scope(await client.current() if client else None, self.service)
             if any(r.anchor is not None for r in roots):
                 roots = await anyio.to_thread.run_sync(_still_inside, roots)
+            lease = await self._lease(roots, client)
             indexes = self.service.indexes
-            if indexes is not None:
+            if indexes is not None:  # under the lease: every root's fd is open for the dup
                 owner = id(client) if client is not None else 0
                 listener = _build_listener(ctx.session)
-                for r in roots:
-                    indexes.activate(r, owner, listener=listener)
-            lease = await self._lease(roots, client)
+                try:
+                    for r in lease.held:
+                        indexes.activate(r, owner, listener=listener)
+                except BaseException:
+                    if lease.claim():
+                        lease.release()
+                    raise
             work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
             result = await self._run(work, lease, write)
             return CallToolResult(
