@@ -582,3 +582,33 @@ async def test_audit_log_has_decisions_and_no_secret(tmp_path: Path, world: Path
     assert ("read_file", "notes.txt") in allows
     # the invalid client root was dropped and audited
     assert any(e["tool"] == "roots" and e["decision"] == "deny" for e in entries)
+
+
+def test_http_serve_prints_the_endpoint_and_a_client_config(tmp_path: Path, tree: Path) -> None:
+    """What `make run` shows: the URL and a configuration snippet a client can paste."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, *server_args("http", [tree], "--port", str(port))],
+        env=server_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines: list[str] = []
+        while not (lines and lines[-1].startswith("}")):
+            line = proc.stderr.readline()
+            assert line, "the server exited: " + "".join(lines)
+            lines.append(line)
+        text = "".join(lines)
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert f"MCP endpoint (streamable HTTP): {url}" in text
+        snippet = json.loads(text[text.index("{") :])
+        assert snippet == {"mcpServers": {"rootgrep": {"type": "http", "url": url}}}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        if proc.stderr is not None:
+            proc.stderr.close()
