@@ -99,9 +99,8 @@ class ClientRoots:
 
     async def refresh(self) -> None:
         """Fetch the client's roots again. New calls wait from this moment until it ends."""
-        if self._ready.is_set():
-            self._ready = anyio.Event()
-        ready = self._ready
+        ready = anyio.Event()  # calls from now on wait for this refresh, not an older one
+        self._ready = ready
         async with self._lock:
             try:
                 raw = await self.fetch()
