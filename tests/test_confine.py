@@ -490,3 +490,17 @@ def test_pinning_a_symlinked_root_under_a_swap_race_never_misnames_it(world: Pat
     finally:
         stop.set()
         t.join(5)
+
+
+def test_physical_components_follow_dotdot_as_the_kernel_does(root: Root, world: Path) -> None:
+    r = world / "root"
+    (r / "deep" / "er").mkdir(parents=True)
+    (r / "deep" / "x.txt").write_text("in deep\n")
+    os.symlink("deep/er", r / "link")
+    # link/.. is the parent of the link's target (deep), not the link's parent (the root)
+    assert root.fs.physical([b"link", b"..", b"x.txt"]) == [b"deep", b"x.txt"]
+    assert read(root, "link/../x.txt") == b"in deep\n"
+    assert root.fs.physical([b"sub", b"..", b"a.txt"]) == [b"a.txt"]
+    assert root.fs.physical([b"deep", b"er", b"..", b".."]) == []
+    assert root.fs.physical([b"sub", b"b.txt"]) == [b"sub", b"b.txt"]  # nothing to resolve
+    assert error_code(root.fs.physical, [b"sub", b"..", b"..", b"x"]) == "outside_roots"

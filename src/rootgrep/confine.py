@@ -672,6 +672,17 @@ class Beneath:
         inner = strip_prefix(real, self.path)
         return comps if inner is None else inner
 
+    def physical(self, comps: list[bytes]) -> list[bytes]:
+        """``comps`` without ``..``: the directories on the way taken where they really are
+        (read back from an fd, so ``link/..`` means the link target's parent, as the kernel
+        resolves it), the final name kept and never followed. A ``..`` that leaves the root
+        raises ``outside_roots`` here, as any access would."""
+        if b".." not in comps:
+            return comps
+        if comps[-1] in (b"..", b"."):
+            return self.real_components(comps)
+        return [*self.real_components(comps[:-1]), comps[-1]]
+
     def list_dir(self, rel: str | bytes | list[bytes] = b"") -> list[Entry]:
         fd = self.open_dir(rel)
         try:

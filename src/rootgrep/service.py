@@ -183,22 +183,6 @@ def _order_key(path: bytes) -> list[bytes]:
     return path.split(b"/")
 
 
-def _fold_dotdot(comps: list[bytes]) -> list[bytes]:
-    """``a/../b`` → ``b`` when it stays inside (for reporting); otherwise unchanged, and the
-    confinement layer refuses it."""
-    if b".." not in comps:
-        return comps
-    out: list[bytes] = []
-    for c in comps:
-        if c == b"..":
-            if not out:
-                return comps
-            out.pop()
-        else:
-            out.append(c)
-    return out
-
-
 def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
     """Record the decision of one call in the audit log: ``allow`` with the root and the
     normalised root-relative path it reached, or ``deny`` with the error code."""
@@ -273,9 +257,10 @@ class Service:
         path: str | None,
         root: str | None,
     ) -> tuple[Root, list[bytes]]:
-        """Map (path, root) to a root and components; ``..`` that stays inside is folded."""
+        """Map (path, root) to a root and components, ``..`` resolved physically beneath the
+        root (so results name the file where it really is)."""
         r, comps = resolve_target(roots, path, root)
-        return r, _fold_dotdot(comps)
+        return r, r.fs.physical(comps)
 
     def _targets(
         self, roots: Sequence[Root], tool: str, path: str | None, root: str | None
