@@ -309,32 +309,17 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .index.store import default_cache_dir
+    from .index.store import cached_indexes, default_cache_dir
 
     cache = args.cache_dir or default_cache_dir()
     print(f"cache: {cache}")
-    try:
-        names = sorted(os.listdir(cache))
-    except FileNotFoundError:
-        names = []
-    for name in names:
-        d = os.path.join(cache, name)
-        try:
-            with open(os.path.join(d, "manifest.json")) as f:
-                manifest = json.load(f)
-            with open(os.path.join(d, "state.json")) as f:
-                state = json.load(f)
-        except (OSError, ValueError):
-            continue
-        files = [e for e in state.get("files", []) if e[1]]
-        disk = sum(os.path.getsize(os.path.join(dp, fn)) for dp, _, fns in os.walk(d) for fn in fns)
-        when = state.get("synced_at")
+    for c in cached_indexes(cache):
+        files, text_bytes, pending, when = c.summary()
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "never"
-        pending = sum(1 for e in state.get("files", []) if e[5])
         print(
-            f"{manifest.get('root_display')}: {len(files)} files, "
-            f"{sum(e[2] for e in files)} bytes of text, index {disk} bytes on disk, "
-            f"synced {stamp}" + (f", {pending} pending" if pending else "")
+            f"{c.root_display}: {files} files, {text_bytes} bytes of text, index "
+            f"{c.disk_bytes} bytes on disk, synced {stamp}"
+            + (f", {pending} pending" if pending else "")
         )
     return 0
 

@@ -83,32 +83,66 @@ def _dir_bytes(d: str) -> int:
     return total
 
 
+@dataclass
+class CachedIndex:
+    """One index folder of the cache, as the cache sees it (no index opened)."""
+
+    dir: str
+    root_display: str
+    disk_bytes: int
+    last_used: float
+
+    def summary(self) -> tuple[int, int, int, float | None]:
+        """(files indexed, bytes of text, files pending, synced_at) from its state file."""
+        state = _read_json(os.path.join(self.dir, "state.json")) or {}
+        files = state.get("files", [])
+        indexed = [e for e in files if e[1]]
+        pending = sum(1 for e in files if e[5])
+        return len(indexed), sum(e[2] for e in indexed), pending, state.get("synced_at")
+
+
+def cached_indexes(cache_dir: str) -> list[CachedIndex]:
+    """Every index folder in the cache (a folder with a readable manifest)."""
+    try:
+        names = sorted(os.listdir(cache_dir))
+    except FileNotFoundError:
+        return []
+    out: list[CachedIndex] = []
+    for name in names:
+        d = os.path.join(cache_dir, name)
+        manifest_path = os.path.join(d, "manifest.json")
+        manifest = _read_json(manifest_path)
+        if manifest is None:
+            continue
+        used = max(_mtime(manifest_path), _mtime(os.path.join(d, "last_used")))
+        out.append(CachedIndex(d, str(manifest.get("root_display")), _dir_bytes(d), used))
+    return out
+
+
 def prune_cache(cache_dir: str, max_bytes: int, keep: set[str]) -> list[str]:
     """Evict the least recently used indexes until the cache holds at most ``max_bytes``;
     indexes in ``keep`` (in use) are never evicted. Returns the evicted folders."""
-    try:
-        names = os.listdir(cache_dir)
-    except FileNotFoundError:
-        return []
-    found: list[tuple[float, int, str]] = []
-    for name in names:
-        d = os.path.join(cache_dir, name)
-        manifest = os.path.join(d, "manifest.json")
-        if not os.path.isfile(manifest):
-            continue
-        used = max(os.path.getmtime(manifest), _mtime(os.path.join(d, "last_used")))
-        found.append((used, _dir_bytes(d), d))
-    total = sum(size for _, size, _ in found)
+    found = cached_indexes(cache_dir)
+    total = sum(c.disk_bytes for c in found)
     evicted: list[str] = []
-    for _used, size, d in sorted(found):
+    for c in sorted(found, key=lambda c: c.last_used):
         if total <= max_bytes:
             break
-        if d in keep:
+        if c.dir in keep:
             continue
-        shutil.rmtree(d, ignore_errors=True)
-        evicted.append(d)
-        total -= size
+        shutil.rmtree(c.dir, ignore_errors=True)
+        evicted.append(c.dir)
+        total -= c.disk_bytes
     return evicted
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _mtime(path: str) -> float:
@@ -204,10 +238,8 @@ class RootIndex:
     # -- files on disk -----------------------------------------------------------------------
 
     def _manifest_ok(self) -> bool:
-        try:
-            with open(os.path.join(self.dir, "manifest.json")) as f:
-                m = json.load(f)
-        except (OSError, ValueError):
+        m = _read_json(os.path.join(self.dir, "manifest.json"))
+        if m is None:
             return False
         return m.get("schema_version") == SCHEMA_VERSION and m.get("root") == _b64(self.root_path)
 
@@ -222,11 +254,7 @@ class RootIndex:
         )
 
     def _load_state(self) -> None:
-        try:
-            with open(os.path.join(self.dir, "state.json")) as f:
-                raw = json.load(f)
-        except (OSError, ValueError):
-            raw = {"files": [], "synced_at": None}
+        raw = _read_json(os.path.join(self.dir, "state.json")) or {"files": [], "synced_at": None}
         entries: dict[bytes, Entry] = {}
         for p, fid, size, mtime, ino, pending in raw.get("files", []):
             entries[base64.b64decode(p)] = Entry(fid, size, mtime, ino, bool(pending))
