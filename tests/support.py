@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from rootgrep.errors import RootgrepError
 
@@ -50,3 +52,19 @@ def flatten_chain(top: Path, name: str, depth: int) -> None:
             os.unlink(top / name / leftover)
         os.rmdir(top / name)
         os.rename(top / ".flat", top / name)
+
+
+def stop(proc: subprocess.Popen[Any], grace: float = 10.0) -> int:
+    """SIGTERM a child process, SIGKILL it if it does not exit within ``grace`` seconds,
+    close its pipes; its exit status."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    return proc.returncode

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from rootgrep.index.manager import IndexManager
 from rootgrep.roots import pin_root
 from rootgrep.service import Service, Settings, Token
-from support import ROOTGREP
+from support import ROOTGREP, stop
 
 
 def run(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -98,12 +96,5 @@ def test_a_daemon_writes_and_a_server_process_reads(tmp_path: Path) -> None:
     finally:
         manager.close()
         r.close()
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(15)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait(5)
-        if daemon.stderr is not None:
-            daemon.stderr.close()
-    assert daemon.returncode == 0, sys.stderr
+        status = stop(daemon, 15)
+    assert status == 0  # the daemon stopped cleanly on SIGTERM

@@ -29,6 +29,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import MODES, RootsStub, code, text, uri
 
+from support import stop
+
 pytestmark = pytest.mark.anyio
 
 MARKER = "SECRET-MARKER-7f3a9c"  # the same constant as tests/conftest.py (checked below)
@@ -145,13 +147,7 @@ async def http_server(
                         await anyio.sleep(0.05)
             yield f"http://127.0.0.1:{port}/mcp", errpath, proc
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            stop(proc, 5)
 
 
 def init_body(caps: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -604,11 +600,4 @@ def test_http_serve_prints_the_endpoint_and_a_client_config(tmp_path: Path, tree
         snippet = json.loads(text[text.index("{") :])
         assert snippet == {"mcpServers": {"rootgrep": {"type": "http", "url": url}}}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        stop(proc)
