@@ -68,3 +68,23 @@ def stop(proc: subprocess.Popen[Any], grace: float = 10.0) -> int:
         if pipe is not None:
             pipe.close()
     return proc.returncode
+
+
+def make_chain(
+    top: Path, name: str, depth: int, leaf: str, extra: dict[int, str] | None = None
+) -> None:
+    """Create ``top/name/.../name/leaf`` (``depth`` levels, an empty file at the bottom),
+    fd-relatively: the paths may be far longer than PATH_MAX. ``extra`` puts an empty file
+    named ``extra[level]`` at that level on the way."""
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for level in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            if extra and level in extra:
+                os.close(os.open(extra[level], os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+            nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        os.close(os.open(leaf, os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    finally:
+        os.close(fd)

@@ -21,7 +21,7 @@ import pytest
 from rootgrep.confine import Beneath, is_binary, split_relpath
 from rootgrep.errors import RootgrepError
 from rootgrep.roots import Root, pin_root, resolve_target
-from support import MARKER, assert_no_marker, error_code, fd_count, flatten_chain
+from support import MARKER, assert_no_marker, error_code, fd_count, flatten_chain, make_chain
 
 
 @pytest.fixture
@@ -434,14 +434,7 @@ def test_lone_surrogates_are_invalid_not_a_crash(root: Root, world: Path) -> Non
 
 def test_fallback_walk_keeps_fds_bounded_on_long_paths(world: Path) -> None:
     r = world / "root"
-    fd = os.open(r, os.O_RDONLY)
-    for _ in range(1500):
-        os.mkdir("d", dir_fd=fd)
-        nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nfd
-    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
-    os.close(fd)
+    make_chain(r, "d", 1500, "f")
     os.symlink("/".join(["d"] * 1500), r / "deep_link")
     fs = Beneath.pin(str(r), use_openat2=False)
     before = fd_count()

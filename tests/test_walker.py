@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rootgrep.confine import Beneath
 from rootgrep.walker import Walker, WalkOptions, list_files
-from support import MARKER, RG, fd_count, flatten_chain
+from support import MARKER, RG, fd_count, flatten_chain, make_chain
 
 RG_WALK = ["--files", "--sort", "path", "--null", "--no-require-git", "--no-ignore-global",
            "--no-ignore-parent"]  # fmt: skip
@@ -143,14 +143,7 @@ def test_wide_tree_under_a_low_fd_limit(tmp_path: Path, mode: str) -> None:
 def test_deep_tree_bounded_fds_and_no_recursion_limit(tmp_path: Path, mode: str) -> None:
     r = tmp_path / "deep"
     r.mkdir()
-    fd = os.open(r, os.O_RDONLY)
-    for _ in range(1200):  # deeper than the recursion limit would allow a recursive walker
-        os.mkdir("d", dir_fd=fd)
-        nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nfd
-    os.close(os.open("leaf.py", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
-    os.close(fd)
+    make_chain(r, "d", 1200, "leaf.py")  # deeper than a recursive walker could go
     (r / "top.py").write_text("x\n")
     peak = 0
     before = fd_count()
@@ -259,16 +252,8 @@ def test_deep_tree_with_long_names_beyond_path_max(tmp_path: Path, mode: str) ->
     r = tmp_path / "long"
     r.mkdir()
     name = "n" * 200
-    fd = os.open(r, os.O_RDONLY)
-    for i in range(90):  # 90 * 201 bytes > 4096, and deeper than the fds the walker keeps
-        os.mkdir(name, dir_fd=fd)
-        if i == 45:
-            os.close(os.open("mid.py", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
-        nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nfd
-    os.close(os.open("leaf.py", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
-    os.close(fd)
+    # 90 * 201 bytes > 4096, and deeper than the fds the walker keeps
+    make_chain(r, name, 90, "leaf.py", extra={45: "mid.py"})
     (r / "zz.py").write_text("x\n")
     with Beneath.pin(str(r), use_openat2=(mode == "openat2")) as b:
         w = Walker(b)
