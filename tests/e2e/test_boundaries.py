@@ -12,9 +12,10 @@ import anyio
 import pytest
 from mcp_helpers import MODES, RootsStub, code, connect, everything, uri
 
+from support import MARKER
+
 pytestmark = pytest.mark.anyio
 
-MARKER = "SECRET-MARKER-7f3a9c"
 
 # tool -> how to pass a path to it
 PATH_TOOLS: dict[str, Callable[[str], dict[str, Any]]] = {
@@ -36,20 +37,17 @@ FILE_OK = {"grep", "find_files", "read_file", "file_info", "write_file", "edit_f
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Path:
-    proj = tmp_path / "proj"
-    (proj / "sub").mkdir(parents=True)
-    (proj / "a.txt").write_text("x marks\n")
-    (proj / "sub" / "b.txt").write_text("x too\n")
-    evil = tmp_path / "proj-evil"
-    evil.mkdir()
-    (evil / "a.txt").write_text(f"x {MARKER}\n")
-    out = tmp_path / "outside"
-    out.mkdir()
-    (out / "secret.txt").write_text(f"x {MARKER}\n")
-    os.symlink(out / "secret.txt", proj / "leak.txt")
-    os.symlink(out, proj / "leakdir")
-    return tmp_path
+def world(world: Path) -> Path:
+    """The shared world (``root``, ``root-evil``, ``outside/secret.txt``) with lines every tool
+    can act on, and links from inside the root to the secret."""
+    (world / "root" / "a.txt").write_text("x marks\n")
+    (world / "root" / "sub" / "b.txt").write_text("x too\n")
+    # the secrets hold an "x" too, so a leak would show up as a match of the tools' pattern
+    (world / "outside" / "secret.txt").write_text(f"x {MARKER}\n")
+    (world / "root-evil" / "x.txt").write_text(f"x {MARKER}\n")
+    os.symlink(world / "outside" / "secret.txt", world / "root" / "leak.txt")
+    os.symlink(world / "outside", world / "root" / "leakdir")
+    return world
 
 
 async def call_all(c: Any, path: str) -> dict[str, Any]:
@@ -66,9 +64,9 @@ def no_marker(results: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_1_a_file_directly_beneath_a_root(make_server, world: Path, mode: str) -> None:
-    for spelling in ("a.txt", str(world / "proj" / "a.txt"), uri(world / "proj" / "a.txt")):
-        (world / "proj" / "a.txt").write_text("x marks\n")
-        async with connect(make_server([world / "proj"], allow_write=True), mode) as c:
+    for spelling in ("a.txt", str(world / "root" / "a.txt"), uri(world / "root" / "a.txt")):
+        (world / "root" / "a.txt").write_text("x marks\n")
+        async with connect(make_server([world / "root"], allow_write=True), mode) as c:
             for tool in ("read_file", "file_info", "grep", "find_files", "edit_file"):
                 r = await c.call_tool(tool, PATH_TOOLS[tool](spelling))
                 assert not r.is_error, (tool, spelling, everything(r))
@@ -76,8 +74,8 @@ async def test_1_a_file_directly_beneath_a_root(make_server, world: Path, mode: 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_2_sibling_with_a_similar_name(make_server, world: Path, mode: str) -> None:
-    async with connect(make_server([world / "proj"], allow_write=True), mode) as c:
-        for spelling in (str(world / "proj-evil" / "a.txt"), uri(world / "proj-evil" / "a.txt")):
+    async with connect(make_server([world / "root"], allow_write=True), mode) as c:
+        for spelling in (str(world / "root-evil" / "x.txt"), uri(world / "root-evil" / "x.txt")):
             results = await call_all(c, spelling)
             no_marker(results)
             assert {t: code(r) for t, r in results.items()} == dict.fromkeys(
@@ -93,8 +91,8 @@ async def test_2_sibling_with_a_similar_name(make_server, world: Path, mode: str
 )  # fmt: skip
 async def test_3_dotdot_traversal(make_server, world: Path, mode: str, spelling: str) -> None:
     if "%s" in spelling:
-        spelling = spelling % uri(world / "proj")
-    async with connect(make_server([world / "proj"], allow_write=True), mode) as c:
+        spelling = spelling % uri(world / "root")
+    async with connect(make_server([world / "root"], allow_write=True), mode) as c:
         results = await call_all(c, spelling)
     no_marker(results)
     assert {t: code(r) for t, r in results.items()} == dict.fromkeys(PATH_TOOLS, "outside_roots")
@@ -103,7 +101,7 @@ async def test_3_dotdot_traversal(make_server, world: Path, mode: str, spelling:
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_4_symlink_from_inside_to_outside(make_server, world: Path, mode: str) -> None:
-    async with connect(make_server([world / "proj"], allow_write=True), mode) as c:
+    async with connect(make_server([world / "root"], allow_write=True), mode) as c:
         results = await call_all(c, "leakdir/secret.txt")
         no_marker(results)
         assert {t: code(r) for t, r in results.items()} == dict.fromkeys(
@@ -117,29 +115,29 @@ async def test_4_symlink_from_inside_to_outside(make_server, world: Path, mode: 
 
 
 async def test_5_root_removed_after_initialization(make_server, world: Path) -> None:
-    stub = RootsStub([uri(world / "proj"), uri(world / "proj-evil")])
+    stub = RootsStub([uri(world / "root"), uri(world / "root-evil")])
     async with connect(make_server([world], allow_write=True), "legacy", stub) as c:
-        r = await c.call_tool("read_file", {"path": str(world / "proj-evil" / "a.txt")})
+        r = await c.call_tool("read_file", {"path": str(world / "root-evil" / "x.txt")})
         assert not r.is_error  # served while it is a root
-        stub.uris = [uri(world / "proj")]
+        stub.uris = [uri(world / "root")]
         await c.send_roots_list_changed()
         with anyio.fail_after(10):
             while stub.calls < 2:
                 await anyio.sleep(0.02)
-        for spelling in (str(world / "proj-evil" / "a.txt"), uri(world / "proj-evil" / "a.txt")):
+        for spelling in (str(world / "root-evil" / "x.txt"), uri(world / "root-evil" / "x.txt")):
             results = await call_all(c, spelling)
             no_marker(results)
             assert {t: code(r) for t, r in results.items()} == dict.fromkeys(
                 PATH_TOOLS, "outside_roots"
             )
-        named = await c.call_tool("read_file", {"path": "a.txt", "root": "proj-evil"})
+        named = await c.call_tool("read_file", {"path": "a.txt", "root": "root-evil"})
         assert code(named) == "unknown_root"
 
 
 @pytest.mark.parametrize("operator", [False, True])
 async def test_6_empty_roots_response(make_server, world: Path, operator: bool) -> None:
     stub = RootsStub([])
-    server = make_server([world / "proj"] if operator else [], allow_write=True)
+    server = make_server([world / "root"] if operator else [], allow_write=True)
     async with connect(server, "legacy", stub) as c:
         results = await call_all(c, "a.txt")
         results["list_roots"] = await c.call_tool("list_roots", {})
@@ -151,7 +149,7 @@ async def test_6_empty_roots_response(make_server, world: Path, operator: bool) 
 @pytest.mark.parametrize("spelling", ["http://localhost/proj/a.txt", "smb://host/share/a.txt",
                                       "file://evil/share/a.txt", "ftp://x/y"])  # fmt: skip
 async def test_7_unsupported_uri_scheme(make_server, world: Path, mode: str, spelling: str) -> None:
-    async with connect(make_server([world / "proj"], allow_write=True), mode) as c:
+    async with connect(make_server([world / "root"], allow_write=True), mode) as c:
         results = await call_all(c, spelling)
     assert {t: code(r) for t, r in results.items()} == dict.fromkeys(PATH_TOOLS, "invalid_uri")
 
@@ -160,10 +158,10 @@ async def test_7_unsupported_uri_scheme(make_server, world: Path, mode: str, spe
 async def test_8_recursive_operations_skip_escaping_entries(
     make_server, world: Path, mode: str
 ) -> None:
-    (world / "proj" / "sub" / "fifo").parent.mkdir(exist_ok=True)
-    os.mkfifo(world / "proj" / "sub" / "fifo")
-    os.symlink(world / "outside", world / "proj" / "sub" / "esc")
-    async with connect(make_server([world / "proj"], allow_write=True), mode) as c:
+    (world / "root" / "sub" / "fifo").parent.mkdir(exist_ok=True)
+    os.mkfifo(world / "root" / "sub" / "fifo")
+    os.symlink(world / "outside", world / "root" / "sub" / "esc")
+    async with connect(make_server([world / "root"], allow_write=True), mode) as c:
         for tool, args in (
             ("grep", {"pattern": MARKER, "hidden": True, "no_ignore": True}),
             ("grep", {"pattern": "x", "path": "sub"}),
@@ -181,28 +179,28 @@ async def test_8_recursive_operations_skip_escaping_entries(
         assert not cp.is_error
         skipped = {s["path"]: s["reason"] for s in cp.structured_content["skipped"]}
         assert set(skipped) == {"sub/esc", "sub/fifo"}
-        assert sorted(os.listdir(world / "proj" / "copy")) == ["b.txt"]
+        assert sorted(os.listdir(world / "root" / "copy")) == ["b.txt"]
     assert MARKER not in "".join(
-        p.read_text() for p in (world / "proj").rglob("*") if p.is_file() and not p.is_symlink()
+        p.read_text() for p in (world / "root").rglob("*") if p.is_file() and not p.is_symlink()
     )
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_9_write_while_read_only(make_server, world: Path, mode: str) -> None:
-    before = sorted(p.name for p in (world / "proj").iterdir())
-    async with connect(make_server([world / "proj"]), mode) as c:
+    before = sorted(p.name for p in (world / "root").iterdir())
+    async with connect(make_server([world / "root"]), mode) as c:
         for tool in ("write_file", "edit_file", "create_directory", "move_path", "copy_path",
                      "delete_path"):  # fmt: skip
             r = await c.call_tool(tool, PATH_TOOLS[tool]("a.txt"))
             assert code(r) == "read_only", tool
-    assert sorted(p.name for p in (world / "proj").iterdir()) == before
-    assert (world / "proj" / "a.txt").read_text() == "x marks\n"
+    assert sorted(p.name for p in (world / "root").iterdir()) == before
+    assert (world / "root" / "a.txt").read_text() == "x marks\n"
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_10_case_variant_path(make_server, world: Path, mode: str) -> None:
-    upper = str(world / "PROJ" / "a.txt")
-    async with connect(make_server([world / "proj"], allow_write=True), mode) as c:
+    upper = str(world / "ROOT" / "a.txt")
+    async with connect(make_server([world / "root"], allow_write=True), mode) as c:
         results = await call_all(c, upper)
         assert {t: code(r) for t, r in results.items()} == dict.fromkeys(
             PATH_TOOLS, "outside_roots"
@@ -210,4 +208,4 @@ async def test_10_case_variant_path(make_server, world: Path, mode: str) -> None
         for tool in ("read_file", "file_info", "edit_file", "delete_path"):
             r = await c.call_tool(tool, PATH_TOOLS[tool]("A.TXT"))
             assert code(r) == "not_found", tool  # a case variant is another (absent) name
-    assert (world / "proj" / "a.txt").read_text() == "x marks\n"
+    assert (world / "root" / "a.txt").read_text() == "x marks\n"
