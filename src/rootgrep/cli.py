@@ -272,38 +272,38 @@ def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from .index.store import RootIndex, WriterBusy, default_cache_dir, parse_search
+    """Ranked search through the same service the MCP tool uses, after a sync (or with the
+    index a daemon keeps fresh)."""
+    from .index.manager import IndexManager
+    from .service import Service, Settings, Token
 
-    cache = args.cache_dir or default_cache_dir()
     dirs: list[str] = args.dirs or ["."]
-    parsed = parse_search(args.query)
-    results: list[tuple[float, str, Root, bytes, Any]] = []
     roots = [pin_root(d) for d in dirs]
+    manager = IndexManager(args.cache_dir, watch=False, max_file_size=args.max_file_size)
     try:
-        for given, r in zip(dirs, roots, strict=True):
-            ix = RootIndex(cache, r.path, max_file_size=args.max_file_size)
-            try:
-                ix.sync(r.fs)
-            except WriterBusy:
-                ix.reload()  # a daemon keeps it fresh
-            ranking = ix.rank(parsed)
-            for score, rel, addr in ranking.hits:
-                results.append((score, given, r, rel, (ranking, addr)))
-        results.sort(key=lambda x: (-x[0], x[3].split(b"/")))
+        for r in roots:
+            manager.activate(r, 0)
+        for r in roots:
+            manager.wait_built(r.path)
+        service = Service(roots, Settings(max_file_size=args.max_file_size), indexes=manager)
+        found = service.search(roots, Token(), query=args.query, max_results=args.max_results)
+        prefix = {
+            r.id: display(_display_prefix(given)) if args.dirs else ""
+            for given, r in zip(dirs, roots, strict=True)
+        }
         out = sys.stdout
-        for score, given, r, rel, (ranking, addr) in results[: args.max_results]:
-            snip = ranking.snippets(addr)
-            shown = display((_display_prefix(given) if args.dirs else b"") + rel)
+        for hit in found.results:
             if args.json:
-                rec = {"root": r.identity(), "path": display(rel), "score": round(score, 4),
-                       "snippets": [{"line": n, "text": t} for n, t in snip]}  # fmt: skip
+                rec = {"root": hit.root.model_dump(), "path": hit.path, "score": hit.score,
+                       "snippets": [s.model_dump() for s in hit.snippets]}  # fmt: skip
                 out.write(json.dumps(rec, ensure_ascii=False) + "\n")
             else:
-                out.write(f"{shown}  ({score:.2f})\n")
-                for n, t in snip:
-                    out.write(f"  {n}: {t}\n")
-        return 0 if results else 1
+                out.write(f"{prefix[hit.root.id]}{hit.path}  ({hit.score:.2f})\n")
+                for sn in hit.snippets:
+                    out.write(f"  {sn.line}: {sn.text}\n")
+        return 0 if found.results else 1
     finally:
+        manager.close()
         for r in roots:
             r.close()
 
