@@ -272,3 +272,13 @@ def test_explicit_start_through_an_inside_link_is_searched(fs: Beneath, tree: Pa
         from rootgrep.confine import read_searchable_at
 
         assert read_searchable_at(batch.fd, batch.files[0].name, 1 << 20) == b"x\n"
+
+
+def test_any_ignore_file_beats_any_gitignore_like_rg(tmp_path: Path) -> None:
+    """Found by the generated trees: a root .ignore whitelist wins over a deeper .gitignore."""
+    write(tmp_path, ".ignore", "!x.py\n")
+    write(tmp_path, "a/a/.gitignore", "[ax].py\n")
+    write(tmp_path, "a/a/x.py")
+    write(tmp_path, "a/a/y.py")
+    with Beneath.pin(str(tmp_path)) as b:
+        assert list_files(b) == rg_files(tmp_path) == [b"a/a/x.py", b"a/a/y.py"]

@@ -65,10 +65,11 @@ class DirBatch:
 
 @dataclass(slots=True)
 class _Level:
-    """The ignore files of one directory; ``base`` is that directory, root-relative."""
+    """The ignore files of one directory; ``base`` is that directory, root-relative.
+    ``files[k]`` holds the rules of ``IGNORE_FILES[k]`` (None when absent or empty)."""
 
     base: bytes
-    files: list[IgnoreFile]
+    files: list[IgnoreFile | None]
 
 
 @dataclass(slots=True)
@@ -249,12 +250,17 @@ class Walker:
 
     def _ignored(self, levels: list[_Level], rel: bytes, e: Entry) -> bool | None:
         """True: ignored; False: whitelisted by a negation; None: no rule matched.
-        The deepest directory decides first; within one, ``.ignore`` beats ``.gitignore``."""
+
+        As ripgrep ranks them: any ``.ignore`` rule (the deepest directory's first) beats any
+        ``.gitignore`` rule; among files of one kind, the deepest directory decides."""
         full = rel + b"/" + e.name if rel else e.name
         is_dir = e.kind == "dir"
-        for level in reversed(levels):
-            sub = full[len(level.base) + 1 :] if level.base else full
-            for rules in level.files:
+        for kind in range(len(IGNORE_FILES)):
+            for level in reversed(levels):
+                rules = level.files[kind]
+                if rules is None:
+                    continue
+                sub = full[len(level.base) + 1 :] if level.base else full
                 verdict = rules.check(sub, is_dir)
                 if verdict is not None:
                     return verdict
@@ -264,8 +270,9 @@ class Walker:
         present = {e.name for e in listing if e.kind == "file" and e.name in IGNORE_FILES}
         if not present:
             return None
-        files: list[IgnoreFile] = []
+        files: list[IgnoreFile | None] = []
         for name in IGNORE_FILES:
+            files.append(None)
             if name not in present:
                 continue
             try:
@@ -280,8 +287,8 @@ class Walker:
                 os.close(ffd)
             rules = IgnoreFile.parse(data)
             if rules:
-                files.append(rules)
-        return _Level(rel, files) if files else None
+                files[-1] = rules
+        return _Level(rel, files) if any(files) else None
 
     def _ancestor_levels(self, comps: list[bytes]) -> list[_Level]:
         """Ignore files of the root and of each directory above ``start`` (inside the root)."""
