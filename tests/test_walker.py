@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rootgrep.confine import Beneath
-from rootgrep.walker import Walker, WalkOptions, list_files
+from rootgrep.walker import Walker, WalkOptions, list_files, order_key, path_batches
 from support import MARKER, RG, fd_count, flatten_chain, make_chain
 
 RG_WALK = ["--files", "--sort", "path", "--null", "--no-require-git", "--no-ignore-global",
@@ -282,3 +282,58 @@ def test_any_ignore_file_beats_any_gitignore_like_rg(tmp_path: Path) -> None:
     write(tmp_path, "a/a/y.py")
     with Beneath.pin(str(tmp_path)) as b:
         assert list_files(b) == rg_files(tmp_path) == [b"a/a/x.py", b"a/a/y.py"]
+
+
+# -- path_batches: an index's known paths, opened beneath the root ------------------------------
+
+
+def test_path_batches_read_the_walked_files_again(fs: Beneath, tree: Path) -> None:
+    walked = list_files(fs)
+    got: list[bytes] = []
+    before = fd_count()
+    for batch in path_batches(fs, walked):
+        with batch:
+            for f in batch.files:
+                # each file opens by its one name beneath the batch's directory fd
+                fd = os.open(f.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=batch.fd)
+                os.close(fd)
+                got.append(f.path)
+    assert got == walked
+    assert fd_count() == before
+
+
+def test_path_batches_never_follow_a_link_or_leave_the_root(fs: Beneath, tree: Path) -> None:
+    # a directory that became a link (to inside and to outside the root), a ".." and a
+    # directory that is gone: each is skipped with its files, nothing else is
+    paths = [b"../outside.py", b"a/z.py", b"escape/x", b"gone/f.py", b"link_dir/app.py",
+             b"src/app.py"]  # fmt: skip
+    before = fd_count()
+    got = [f.path for b in path_batches(fs, paths) for f in b.files if not b.close()]
+    assert got == [b"a/z.py", b"src/app.py"]
+    assert fd_count() == before
+
+
+def test_path_batches_on_a_deep_tree_keep_fds_bounded(tmp_path: Path, mode: str) -> None:
+    r = tmp_path / "deep"
+    r.mkdir()
+    make_chain(r, "d", 300, "leaf.py", extra={10: "mid.py"})
+    with Beneath.pin(str(r), use_openat2=(mode == "openat2")) as b:
+        walked = list_files(b)
+        before = fd_count()
+        peak = 0
+        got: list[bytes] = []
+        for batch in path_batches(b, walked):
+            with batch:
+                peak = max(peak, fd_count() - before)
+                got.extend(f.path for f in batch.files)
+        assert got == walked and len(walked) == 2
+        assert peak < 80
+        assert fd_count() == before
+    flatten_chain(r, "d", 300)
+
+
+@given(st.lists(st.lists(st.sampled_from([b"a", b"a.b", b"a-", b"b", b"\xff", b"A"]),
+                         min_size=1, max_size=4), max_size=12))  # fmt: skip
+def test_order_key_is_component_wise_order(comps: list[list[bytes]]) -> None:
+    paths = [b"/".join(c) for c in comps]
+    assert sorted(paths, key=order_key) == sorted(paths, key=lambda p: p.split(b"/"))

@@ -13,7 +13,6 @@ import datetime as _dt
 import difflib
 import functools
 import hashlib
-import itertools
 import json
 import os
 import stat as stat_mod
@@ -80,7 +79,7 @@ from .models import (
     WriteResult,
 )
 from .roots import Root, path_to_uri, resolve_target
-from .walker import DirBatch, FileEntry, Walker, WalkOptions
+from .walker import DirBatch, Walker, WalkOptions, order_key, path_batches
 
 MAX_RESULTS_CAP = 1000
 LIST_PAGE = 500
@@ -177,10 +176,6 @@ def _unb64(s: str) -> bytes:
         return base64.urlsafe_b64decode(s)
     except ValueError:
         raise InvalidPattern("the cursor is damaged; start again without one") from None
-
-
-def _order_key(path: bytes) -> list[bytes]:
-    return path.split(b"/")
 
 
 def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
@@ -396,7 +391,7 @@ class Service:
                     token.check()
                     with batch:
                         for fe in batch.files:
-                            if after is not None and _order_key(fe.path) <= _order_key(after):
+                            if after is not None and order_key(fe.path) <= order_key(after):
                                 continue
                             if not match(fe.path):
                                 continue
@@ -478,7 +473,7 @@ class Service:
                     continue
                 hits.append((score, ti, rel, r, addr, ranking))
         # a total order (score, then root, then path), so pages never overlap or skip
-        hits.sort(key=lambda h: (-h[0], h[1], _order_key(h[2])))
+        hits.sort(key=lambda h: (-h[0], h[1], order_key(h[2])))
         page = hits[offset : offset + limit]
         results = [
             SearchHit(
@@ -907,19 +902,17 @@ def _indexed_batches(r: Root, ix: Indexed, q: Q, start: bytes) -> Iterator[DirBa
     dirty file (changed since the last commit) that a walk would list, in path order, grouped
     by directory. Each directory is opened beneath the root, never through a link."""
     assert ix.index is not None
-    paths = set(ix.index.candidates(q))
-    walker = Walker(r.fs)
-    paths |= {p for p in ix.dirty_snapshot() if walker.would_list(p)}
+    paths = ix.index.candidates(q)  # already in walk order
+    dirty = ix.dirty_snapshot()
+    if dirty:
+        walker = Walker(r.fs)
+        extra = {p for p in dirty if walker.would_list(p)}
+        if extra:
+            paths = sorted(extra.union(paths), key=order_key)
     if start:
-        paths = {p for p in paths if p.startswith(start + b"/")}
-    ordered = sorted(paths, key=_order_key)
-    for parent, group in itertools.groupby(ordered, key=lambda p: p.rpartition(b"/")[0]):
-        files = [FileEntry(p.rpartition(b"/")[2], p) for p in group]
-        try:
-            fd = r.fs.open_dir(parent, no_symlinks=True)
-        except RootgrepError:
-            continue  # the directory went away since it was indexed
-        yield DirBatch(parent, fd, files)
+        under = start + b"/"
+        paths = [p for p in paths if p.startswith(under)]
+    return path_batches(r.fs, paths)
 
 
 def _filter_batches(
@@ -931,13 +924,13 @@ def _filter_batches(
     if keep is None and after is None:
         yield from batches
         return
-    key = _order_key(after) if after is not None else None
+    key = order_key(after) if after is not None else None
     try:
         for batch in batches:
             files = [
                 f
                 for f in batch.files
-                if (key is None or _order_key(f.path) >= key) and (keep is None or keep(f.path))
+                if (key is None or order_key(f.path) >= key) and (keep is None or keep(f.path))
             ]
             if not files:
                 batch.close()

@@ -10,9 +10,10 @@ directory fd, so a consumer opens each file by one name beneath an already-confi
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat as stat_mod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -347,6 +348,62 @@ class Walker:
         if i >= 1 and frames[i].fd >= 0:  # frame 0 (the start) stays open
             os.close(frames[i].fd)
             frames[i].fd = -1
+
+
+def order_key(path: bytes) -> bytes:
+    """The walk's order as one bytes key: component-wise byte order, which is the order of
+    the path with each ``/`` made a NUL (no name holds a NUL, and NUL sorts before every
+    other byte, so a directory's own path sorts before its descendants and ``a/b`` before
+    ``a.b``). Cheaper than comparing lists of components."""
+    return path.replace(b"/", b"\0")
+
+
+def path_batches(fs: Beneath, paths: Iterable[bytes]) -> Iterator[DirBatch]:
+    """``DirBatch`` runs for known root-relative file paths given in walk order (an index's
+    candidates), each directory opened by one name at a time beneath its parent's fd, never
+    through a link. The open directories along the current path are kept, so a directory
+    costs one ``openat`` however deep it is. Directories that cannot be opened (gone, now a
+    link) are skipped with their files."""
+    stack: list[tuple[bytes, int]] = []  # (directory, fd) from the root down the current path
+    try:
+        for parent, group in itertools.groupby(paths, key=lambda p: p.rpartition(b"/")[0]):
+            files = [_new_entry(FileEntry, (p.rpartition(b"/")[2], p, None)) for p in group]
+            fd = _open_along(fs, stack, parent)
+            if fd >= 0:
+                yield DirBatch(parent, os.dup(fd), files)
+    finally:
+        for _, fd in stack:
+            os.close(fd)
+
+
+def _open_along(fs: Beneath, stack: list[tuple[bytes, int]], rel: bytes) -> int:
+    """The fd of directory ``rel`` with ``stack`` moved to it (its ancestors' fds below it);
+    -1 when it cannot be opened."""
+    while stack and not (
+        rel == stack[-1][0] or not stack[-1][0] or rel.startswith(stack[-1][0] + b"/")
+    ):
+        os.close(stack.pop()[1])
+    if not stack:
+        try:
+            stack.append((b"", fs.open_dir([])))
+        except (OSError, RootgrepError):
+            return -1
+    here = stack[-1][0]
+    if here == rel:
+        return stack[-1][1]
+    rest = rel[len(here) + 1 :] if here else rel
+    for name in rest.split(b"/"):
+        if name in (b"", b".", b".."):
+            return -1  # not a name (an index only holds walked paths; never leave the root)
+        if len(stack) > MAX_HELD_FDS:  # a very deep tree: drop the middle of the path
+            os.close(stack.pop(1)[1])  # (never the root's)
+        cur, fd = stack[-1]
+        try:
+            child = confine.open_dir_at(fd, name)
+        except OSError:
+            return -1
+        stack.append((cur + b"/" + name if cur else name, child))
+    return stack[-1][1]
 
 
 def _close_frames(frames: list[_Frame]) -> None:

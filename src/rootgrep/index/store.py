@@ -46,7 +46,7 @@ from tantivy import (
 from .. import confine
 from ..confine import Beneath, display
 from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
-from ..walker import FileEntry, Walker, WalkOptions
+from ..walker import FileEntry, Walker, WalkOptions, order_key
 from .plan import Q
 
 SCHEMA_VERSION = 1
@@ -216,7 +216,9 @@ class RootIndex:
     _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _state_stamp: int = field(init=False, default=-1)
     _writer: Any = field(init=False, default=None)
-    _all_sorted: tuple[dict[int, bytes], list[bytes]] | None = field(init=False, default=None)
+    _order: tuple[dict[int, bytes], dict[int, int], list[bytes]] | None = field(
+        init=False, default=None
+    )
 
     def __post_init__(self) -> None:
         self.dir = index_dir_for(self.cache_dir, self.root_path)
@@ -562,24 +564,32 @@ class RootIndex:
         ]
         return Ranking(self, searcher, q, ranked)
 
+    def _ordered(self, paths: dict[int, bytes]) -> tuple[dict[int, int], list[bytes]]:
+        """For this generation of ``paths``: each file id's rank in walk order, and every
+        indexed path in that order (sorted once per commit, not per query)."""
+        cached = self._order
+        if cached is not None and cached[0] is paths:
+            return cached[1], cached[2]
+        fids = sorted(paths, key=lambda f: order_key(paths[f]))
+        rank = {f: i for i, f in enumerate(fids)}
+        ordered = [paths[f] for f in fids]
+        self._order = (paths, rank, ordered)
+        return rank, ordered
+
     def candidates(self, q: Q) -> list[bytes]:
-        """Root-relative paths of indexed files that may match, in path order."""
+        """Root-relative paths of indexed files that may match, in walk (path) order."""
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
-            if q.op == "all":  # every indexed (text) file: no query needed
-                if self._all_sorted is None or self._all_sorted[0] is not paths:
-                    ordered = sorted(paths.values(), key=lambda p: p.split(b"/"))
-                    self._all_sorted = (paths, ordered)
-                return self._all_sorted[1]
-        n = searcher.num_docs
-        if n == 0:
+            rank, ordered = self._ordered(paths)
+        if q.op == "all":  # every indexed (text) file: no query needed
+            return ordered
+        if searcher.num_docs == 0:
             return []
-        hits = searcher.search(self.tantivy_query(q), limit=n, count=False).hits
-        fids = searcher.fast_field_values("fid", [addr for _, addr in hits])
-        out = [paths[f] for f in fids if f in paths]
-        out.sort(key=lambda p: p.split(b"/"))
-        return out
+        hits = searcher.search(self.tantivy_query(q), limit=searcher.num_docs, count=False).hits
+        fids = [f for f in searcher.fast_field_values("fid", [a for _, a in hits]) if f in rank]
+        fids.sort(key=rank.__getitem__)
+        return [paths[f] for f in fids]
 
 
 @dataclass
