@@ -165,17 +165,18 @@ def _schema():  # type: ignore[no-untyped-def]
     return sb.build()
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
     fid: int  # 0: seen but not indexed (binary, unreadable)
     size: int
     mtime_ns: int
     ino: int
     pending: bool = False
+    key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple[int, int, int]:
-        return (self.size, self.mtime_ns, self.ino)
+    def __post_init__(self) -> None:
+        # compared once per file on every re-sync: made once, not per comparison
+        self.key = (self.size, self.mtime_ns, self.ino)
 
 
 @dataclass
@@ -330,20 +331,22 @@ class RootIndex:
                     new = dict(self.entries)  # entries are replaced, never mutated in place
                 changed: dict[bytes, Entry] = {}
                 deleted: list[bytes] = []
-                seen: set[bytes] = set()
-                if only is None:
-                    files = self._walk(fs, seen, cancelled)
-                else:
-                    files = self._stat_each(fs, only, seen)
+                before = len(new)
+                walked: list[bytes] = []  # every file found (a list: cheaper than a set)
+                known = 0  # how many of them the index already had
+                files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only)
+                get, found = new.get, walked.append
                 for dirfd, entries in files:
                     for name, rel, st in entries:
-                        old = new.get(rel)
-                        if (
-                            old is not None
-                            and not old.pending
-                            and old.key == (st.st_size, st.st_mtime_ns, st.st_ino)
-                        ):
-                            continue
+                        found(rel)
+                        old = get(rel)
+                        if old is not None:
+                            known += 1
+                            if (
+                                old.key == (st.st_size, st.st_mtime_ns, st.st_ino)
+                                and not old.pending
+                            ):
+                                continue
                         if writer is None:
                             writer = self._acquire_writer()
                         data = confine.read_searchable_at(dirfd, name, self.max_file_size)
@@ -364,8 +367,11 @@ class RootIndex:
                         changed[rel] = entry
                         if progress is not None and stats.read % 500 == 0:
                             progress(stats.read, None, f"indexed {stats.read} files")
-                scope = set(new) if only is None else set(only)
-                for rel in scope - seen:
+                if only is None:  # every entry the walk did not find is gone
+                    gone = set() if known == before else set(new).difference(walked)
+                else:
+                    gone = set(only).difference(walked)
+                for rel in sorted(gone):
                     old = new.get(rel)
                     if old is None:
                         continue
@@ -417,7 +423,7 @@ class RootIndex:
         return stats
 
     def _walk(
-        self, fs: Beneath, seen: set[bytes], cancelled: Callable[[], bool] | None
+        self, fs: Beneath, cancelled: Callable[[], bool] | None
     ) -> Iterable[tuple[int, list[FileEntry]]]:
         """(directory fd, its files with their stats), batch by batch."""
         walker = Walker(fs, b"", WalkOptions(max_file_size=self.max_file_size))
@@ -425,11 +431,10 @@ class RootIndex:
             with batch:
                 if cancelled is not None and cancelled():
                     return
-                seen.update(fe.path for fe in batch.files)
                 yield batch.fd, batch.files
 
     def _stat_each(
-        self, fs: Beneath, paths: Iterable[bytes], seen: set[bytes]
+        self, fs: Beneath, paths: Iterable[bytes]
     ) -> Iterable[tuple[int, list[FileEntry]]]:
         for rel in sorted(set(paths)):
             try:
@@ -445,7 +450,6 @@ class RootIndex:
                     continue
                 if not Walker(fs).would_list(rel):
                     continue
-                seen.add(rel)
                 yield dirfd, [FileEntry(name, rel, st)]
             finally:
                 os.close(dirfd)
