@@ -38,7 +38,8 @@ def both(live: Service, indexed: Service, root: Root, **q: object) -> tuple[list
 # -- a generated corpus, indexed once ----------------------------------------------------------
 
 WORDS = ["alpha", "beta", "Gamma", "delta", "foo_bar", "FooBar", "x", "ſtrange", "Σigma", "42",
-         "err", "Error", "errno", "ab", "abc", "bcd", "\t", "é", "日本"]  # fmt: skip
+         "err", "Error", "errno", "ab", "abc", "bcd", "\t", "é", "日本", "\u212aelvin",
+         "maſk"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, 
     r.close()
 
 
-LITERALS = st.sampled_from([*WORDS, "alpha beta", "a", "Err", "ERROR", "foo", "bar", "ſt", "igma"])
+LITERALS = st.sampled_from([*WORDS, "alpha beta", "a", "Err", "ERROR", "foo", "bar", "ſt", "igma",
+                            "kelvin", "MASK"])  # fmt: skip
 REGEXES = st.sampled_from(
     [r"\w+rror\b", r"(alpha|beta) gamma", r"[Ff]oo_?[Bb]ar", r"^delta", r"\d+$", r"b.d",
      r"(?i)GAMMA\s+\w+", r"é|日本", r"x*", r"Σ\w+", r"ab(c|cd)?", r"err(no|or)"]

@@ -6,25 +6,26 @@ import pytest
 import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tantivy import Filter, TextAnalyzerBuilder, Tokenizer
 
-from rootgrep.index.plan import ALL, plan, text_trigrams
-
-TRI = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).filter(Filter.lowercase()).build()
+from rootgrep.index.plan import ALL, EXTRA_FOLDS, plan, text_trigrams
+from rootgrep.index.store import TRIGRAMS
 
 
 @pytest.mark.parametrize(
     "text", ["Hello World", "ΑΣ ΟΔΟΣ", "İstanbul", "straße STRASSE", "ſtop", "Kelvin", "a\nb\tc😀d"]
 )
 def test_text_trigrams_model_the_index_tokenizer(text: str) -> None:
-    assert text_trigrams(text) == set(TRI.analyze(text))
+    assert text_trigrams(text) == set(TRIGRAMS.analyze(text))
 
 
 @pytest.mark.parametrize(
     ("pattern", "regex", "cs", "expected"),
     [
-        ("NotImplementedError", False, True, "('not' & 'oti' & 'tim' & 'imp' & 'mpl' & 'ple' & 'lem' & 'eme' & 'men' & 'ent' & 'nte' & 'ted' & 'ede' & 'der' & 'err' & 'rro' & 'ror')"),
-        (r"\w+Error\b", True, True, "('err' & 'rro' & 'ror')"),
+        ("NotImplementedError", False, True, "('Not' & 'otI' & 'tIm' & 'Imp' & 'mpl' & 'ple' & 'lem' & 'eme' & 'men' & 'ent' & 'nte' & 'ted' & 'edE' & 'dEr' & 'Err' & 'rro' & 'ror')"),
+        (r"\w+Error\b", True, True, "('Err' & 'rro' & 'ror')"),
+        ("(?i)a-1", True, True, "('a-1' | 'A-1')"),
+        ("é_x", False, False, "ALL"),  # non-ASCII under case-insensitivity: no spelling list
+        ("é_x", False, True, "'é_x'"),
         ("(foo|bar)baz", True, True, "(('bar' & 'arb' & 'rba' & 'baz') | ('foo' & 'oob' & 'oba' & 'baz'))"),
         ("abc|xyz", True, True, "('abc' | 'xyz')"),
         ("a.*bcd", True, True, "'bcd'"),
@@ -58,7 +59,7 @@ def regexes(draw: st.DrawFn) -> str:
     return body
 
 
-TEXT = st.text(alphabet="abcdxyzKkſsSİiΣσςéÉ _.\n0123", max_size=60)
+TEXT = st.text(alphabet="abcdxyzKk\u212aſsSİiΣσςéÉ _.\n0123", max_size=60)
 
 
 @settings(max_examples=1500, deadline=None)
@@ -92,3 +93,27 @@ def test_plan_is_sound(pattern: str, data: st.DataObject, cs: bool, regex: bool)
 def test_plan_narrows_something() -> None:
     assert plan(r"foo\w+bar", regex=True) != ALL
     assert plan("needle", regex=False, case_sensitive=False) != ALL
+
+
+def test_extra_folds_are_every_fold_re2_makes_of_an_ascii_letter() -> None:
+    """The planner's case table: RE2 folds each ASCII letter to its other case and, for k and
+    s only, to one character beyond ASCII. Checked against RE2 over every code point."""
+    import string
+
+    opts = re2.Options()
+    opts.case_sensitive = False
+    every = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    text = "\n".join(every).encode()
+    for c in string.ascii_lowercase:
+        rx = re2.compile(b"(?m)^" + c.encode() + b"$", opts)
+        folds = {m.group().decode() for m in rx.finditer(text)}
+        assert folds == {c, c.upper(), *([EXTRA_FOLDS[c]] if c in EXTRA_FOLDS else [])}, c
+
+
+def test_case_insensitive_windows_ask_for_every_spelling() -> None:
+    import itertools
+
+    q = plan("Ask", regex=False, case_sensitive=False)
+    assert q.op == "or"
+    spellings = {"".join(p) for p in itertools.product("aA", "sS\u017f", "kK\u212a")}
+    assert q.trigrams() == spellings

@@ -7,10 +7,11 @@ boolean query over trigrams (``match``). The result only narrows the candidates:
 is verified with RE2 against the file itself, so the plan must never exclude a file that
 matches (soundness), and "match everything" is always a correct answer.
 
-Trigrams are taken as the index takes them: three consecutive characters of the original text,
-then lowercased. A window whose lowercasing is not one-to-one, or (for case-insensitive
-patterns) whose characters have case folds that lowercasing does not reach (``ſ`` folds to
-``s``), gives no trigram. This module is pure: no index, no files.
+Trigrams are taken as the index takes them: three consecutive characters of the text, case
+kept (``Err`` and ``err`` are different terms, which makes the index far more selective on
+code). A case-insensitive pattern asks for any of a window's spellings (``err | Err | eRr ...``,
+with ``K`` and ``ſ`` where RE2 folds ``k`` and ``s`` to them); a window with a character whose
+spellings cannot be listed gives no trigram. This module is pure: no index, no files.
 """
 
 from __future__ import annotations
@@ -97,57 +98,58 @@ def q_or(*qs: Q) -> Q:
 
 # ---- trigrams as the index makes them --------------------------------------------------------
 
-
-@functools.cache
-def _fold_unsafe() -> frozenset[str]:
-    """Lowercase characters that some other character case-folds to without lowercasing to
-    (``ſ`` → ``s``, ``ﬁ`` …): a case-insensitive pattern may match text the index stored
-    under another trigram."""
-    out: set[str] = set()
-    for cp in range(0x80, 0x10000):
-        ch = chr(cp)
-        lo, cf = ch.lower(), ch.casefold()
-        if lo != cf and len(cf) == 1:  # RE2 folds one character to one (simple folding)
-            out.update(cf)
-            out.update(lo)
-    return frozenset(out)
+# ASCII letters that RE2's case folding also joins to a character outside ASCII (the tests
+# check this table against RE2 over every code point)
+EXTRA_FOLDS: dict[str, str] = {"k": "\u212a", "s": "\u017f"}  # Kelvin sign, long s
 
 
-def _usable(ch: str, ci: bool) -> bool:
+def _variants(ch: str, ci: bool) -> tuple[str, ...] | None:
+    """The characters the indexed text may hold where a match has ``ch``: ``ch`` itself, or
+    for a case-insensitive pattern every character RE2 folds together with it. None when
+    that cannot be known: a surrogate (a raw byte, which the index saw as U+FFFD), or a
+    non-ASCII character under case-insensitivity (its folds are too irregular to list)."""
+    if "\ud800" <= ch <= "\udfff":
+        return None
+    if not ci:
+        return (ch,)
+    if not ch.isascii():
+        return None
+    if not ch.isalpha():
+        return (ch,)
     lo = ch.lower()
-    if len(lo) != 1 or len(ch.upper()) != 1:
-        return False
-    if ci and not ch.isascii():
-        return False  # non-ASCII case folding is too irregular to reason about
-    return not (ci and lo in _fold_unsafe())
+    extra = EXTRA_FOLDS.get(lo)
+    return (lo, ch.upper(), extra) if extra else (lo, ch.upper())
 
 
-def string_trigrams(s: str, ci: bool) -> list[str]:
-    """The index terms a literal ``s`` must produce: lowercased three-character windows,
-    skipping windows with a character that cannot be reasoned about."""
-    out: list[str] = []
+def string_trigrams(s: str, ci: bool) -> list[tuple[str, ...]]:
+    """The index terms a literal ``s`` must produce, one entry per three-character window:
+    the window's spellings the index may hold (one when case-sensitive), any of which will do.
+    Windows with a character that cannot be reasoned about are skipped."""
+    out: list[tuple[str, ...]] = []
     for i in range(len(s) - 2):
-        w = s[i : i + 3]
-        if all(_usable(c, ci) for c in w):
-            t = lower(w)
-            if t not in out:
-                out.append(t)
+        chars = [_variants(c, ci) for c in s[i : i + 3]]
+        if any(v is None for v in chars):
+            continue
+        spellings = tuple("".join(p) for p in itertools.product(*chars))  # type: ignore[arg-type]
+        if spellings not in out:
+            out.append(spellings)
     return out
-
-
-def lower(s: str) -> str:
-    """Lowercase as the index's filter does: character by character (no final-sigma rule)."""
-    return "".join(c.lower() for c in s)
 
 
 def text_trigrams(text: str) -> set[str]:
     """Every trigram term of a text, as the index stores them (tests use this)."""
-    return {lower(text[i : i + 3]) for i in range(len(text) - 2)}
+    return {text[i : i + 3] for i in range(len(text) - 2)}
 
 
 def _strings_query(strings: set[str], ci: bool) -> Q:
-    """Any one of ``strings`` must occur: OR over strings of AND over their trigrams."""
-    return q_or(*(q_and(*(Q("tri", t) for t in string_trigrams(s, ci))) for s in sorted(strings)))
+    """Any one of ``strings`` must occur: OR over strings of AND over their windows (each
+    window: any of its spellings)."""
+    return q_or(
+        *(
+            q_and(*(q_or(*(Q("tri", t) for t in w)) for w in string_trigrams(s, ci)))
+            for s in sorted(strings)
+        )
+    )
 
 
 # ---- regex summaries -------------------------------------------------------------------------

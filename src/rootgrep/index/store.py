@@ -49,10 +49,10 @@ from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
 from ..walker import FileEntry, Walker, WalkOptions, order_key
 from .plan import Q
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: trigrams keep their case
 WRITER_HEAP = 192_000_000
 WRITER_THREADS = 2
-_TRI = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).filter(Filter.lowercase()).build()
+TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kept (see plan.py)
 _CODE = (
     TextAnalyzerBuilder(Tokenizer.regex(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"))
     .filter(Filter.lowercase())
@@ -230,7 +230,7 @@ class RootIndex:
             _unlink(os.path.join(self.dir, "state.json"))
         os.makedirs(os.path.join(self.dir, "tantivy"), exist_ok=True)
         self.index = Index(self.schema, path=os.path.join(self.dir, "tantivy"), reuse=True)
-        self.index.register_tokenizer("tri", _TRI)  # not persisted: register on every open
+        self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
         self._write_manifest()
         self.touch()
