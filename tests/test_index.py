@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -197,43 +198,73 @@ def test_incremental_sync_reads_only_what_changed(tree: Path, tmp_path: Path) ->
         r.close()
 
 
-def test_changes_while_serving_show_up_in_grep_at_once_and_in_search_after_sync(
-    tree: Path, tmp_path: Path
-) -> None:
+@pytest.fixture
+def serving(tree: Path, tmp_path: Path) -> Iterator[tuple[Root, IndexManager, Service, Service]]:
+    """The tree's root with a watched, built index: (root, manager, indexed service, live one)."""
     r = pin_root(str(tree))
     manager = IndexManager(str(tmp_path / "cache"))
     try:
         manager.activate(r, 0)
         assert manager.wait_built(r.path, 60)
-        svc = Service([r], Settings(), indexes=manager)
-        live = Service([r], Settings())
-
-        def grep(p: str) -> list[str] | None:
-            """The indexed answer once it agrees with a live scan (None until then: the
-            watcher reports a change a few milliseconds after it happens)."""
-            res = svc.grep([r], Token(), pattern=p)
-            assert res.index_used
-            want = [m.path for m in live.grep([r], Token(), pattern=p).matches]
-            got = [m.path for m in res.matches]
-            return got if got == want else None
-
-        assert grep("fn_5") == ["p1/m5.py"]
-        (tree / "p1" / "m5.py").write_text("def renamed_fn():\n    pass\n")
-        (tree / "p2" / "fresh.py").write_text("def fn_5_again():\n    pass\n")
-        os.rename(tree / "p3" / "m7.py", tree / "p0" / "moved.py")
-        wait_until(lambda: grep("fn_5") == ["p2/fresh.py"], 2)
-        wait_until(lambda: grep("fn_7") == ["p0/moved.py"], 2)
-        wait_until(lambda: grep("renamed_fn") == ["p1/m5.py"], 2)
-        assert manager.get(r.path).dirty  # answered from the dirty set, before any commit
-        # the watcher's batch is folded into the index, then ranked search sees it too
-        wait_until(lambda: not manager.get(r.path).dirty)
-        hits = svc.search([r], Token(), query="fresh")
-        assert [h.path for h in hits.results] == ["p2/fresh.py"]
-        gone = svc.search([r], Token(), query="fn_7 ext:py")
-        assert [h.path for h in gone.results] == ["p0/moved.py"]
+        yield r, manager, Service([r], Settings(), indexes=manager), Service([r], Settings())
     finally:
         manager.close()
         r.close()
+
+
+def test_changes_while_serving_show_up_in_grep_at_once_and_in_search_after_sync(
+    tree: Path, serving: tuple[Root, IndexManager, Service, Service]
+) -> None:
+    r, manager, svc, live = serving
+
+    def grep(p: str) -> list[str] | None:
+        """The indexed answer once it agrees with a live scan (None until then: the
+        watcher reports a change a few milliseconds after it happens)."""
+        res = svc.grep([r], Token(), pattern=p)
+        assert res.index_used
+        want = [m.path for m in live.grep([r], Token(), pattern=p).matches]
+        got = [m.path for m in res.matches]
+        return got if got == want else None
+
+    assert grep("fn_5") == ["p1/m5.py"]
+    (tree / "p1" / "m5.py").write_text("def renamed_fn():\n    pass\n")
+    (tree / "p2" / "fresh.py").write_text("def fn_5_again():\n    pass\n")
+    os.rename(tree / "p3" / "m7.py", tree / "p0" / "moved.py")
+    wait_until(lambda: grep("fn_5") == ["p2/fresh.py"], 2)
+    wait_until(lambda: grep("fn_7") == ["p0/moved.py"], 2)
+    wait_until(lambda: grep("renamed_fn") == ["p1/m5.py"], 2)
+    assert manager.get(r.path).dirty  # answered from the dirty set, before any commit
+    # the watcher's batch is folded into the index, then ranked search sees it too
+    wait_until(lambda: not manager.get(r.path).dirty)
+    hits = svc.search([r], Token(), query="fresh")
+    assert [h.path for h in hits.results] == ["p2/fresh.py"]
+    gone = svc.search([r], Token(), query="fn_7 ext:py")
+    assert [h.path for h in gone.results] == ["p0/moved.py"]
+
+
+def test_directory_moves_and_deletions_while_serving(
+    tree: Path, serving: tuple[Root, IndexManager, Service, Service]
+) -> None:
+    r, manager, svc, live = serving
+
+    def agree(pattern: str) -> bool:
+        res = svc.grep([r], Token(), pattern=pattern, max_results=1000)
+        want = live.grep([r], Token(), pattern=pattern, max_results=1000)
+        return res.index_used and [m.path for m in res.matches] == [m.path for m in want.matches]
+
+    (tree / "q").mkdir()
+    os.rename(tree / "p1", tree / "q" / "p1")
+    shutil.rmtree(tree / "p2")
+    (tree / "p3" / "sub" / "deeper").mkdir(parents=True)
+    (tree / "p3" / "sub" / "deeper" / "late.py").write_text("def made_in_a_new_dir():\n")
+    wait_until(lambda: agree("def fn_") and agree("made_in_a_new_dir"), 5)
+    wait_until(lambda: not manager.get(r.path).dirty)
+    index = manager.get(r.path).index
+    assert index is not None
+    held = set(index.entries)
+    assert not any(p.startswith((b"p1/", b"p2/")) for p in held)
+    assert {b"q/p1/m1.py", b"p3/sub/deeper/late.py"} <= held
+    assert index.sync(r.fs).read == 0  # the folded changes left nothing for a full sync
 
 
 def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_path: Path) -> None:

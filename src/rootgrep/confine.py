@@ -350,6 +350,37 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
         os.close(fd)
 
 
+# ---- change notification on a confined directory fd ------------------------------------------
+
+_libc.inotify_init1.restype = ctypes.c_int
+_libc.inotify_add_watch.restype = ctypes.c_int
+_libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+_libc.inotify_rm_watch.restype = ctypes.c_int
+
+
+def inotify_open() -> int:
+    """A non-blocking inotify instance (an fd)."""
+    fd = int(_libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return fd
+
+
+def inotify_watch_dir(ifd: int, dirfd: int, mask: int) -> int:
+    """Watch the directory a confined fd holds, through the fd's own ``/proc/self/fd`` link
+    (the directory the fd is, never one a path names), for the events in ``mask``."""
+    wd = int(_libc.inotify_add_watch(ifd, f"/proc/self/fd/{dirfd}".encode(), mask))
+    if wd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return wd
+
+
+def inotify_unwatch(ifd: int, wd: int) -> None:
+    _libc.inotify_rm_watch(ifd, wd)  # (a watch already gone is no error worth reporting)
+
+
 # ---- a pinned root ---------------------------------------------------------------------------
 
 

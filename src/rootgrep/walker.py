@@ -152,7 +152,27 @@ class Walker:
         """(depth, root-relative path, entry) for files and directories below ``start``, in
         pre-order and path order, descending at most ``max_depth`` levels (1: the start's
         own entries). The same ignore and hidden rules as ``batches``."""
+        for depth, rel, e, _fd in self._preorder(max_depth):
+            yield depth, rel, e
+
+    def directories(self) -> Iterator[tuple[bytes, int]]:
+        """Every directory the walk enters, ``start`` first, in pre-order: its root-relative
+        path and its fd (the walker's own: valid until the next step, never to be closed)."""
         frames = self._start(confine.split_relpath(self.start))
+        try:
+            yield frames[0].rel, frames[0].fd
+            for _depth, rel, e, fd in self._preorder(None, frames):
+                if e.kind == "dir" and fd >= 0:
+                    yield rel, fd
+        finally:
+            _close_frames(frames)
+
+    def _preorder(
+        self, max_depth: int | None, frames: list[_Frame] | None = None
+    ) -> Iterator[tuple[int, bytes, Entry, int]]:
+        """(depth, path, entry, fd of the directory just entered or -1) below the start."""
+        if frames is None:
+            frames = self._start(confine.split_relpath(self.start))
         try:
             while (top := self._current(frames)) is not None:
                 if top.idx >= len(top.entries):
@@ -163,12 +183,13 @@ class Walker:
                 e = top.entries[top.idx]
                 top.idx += 1
                 rel = top.rel + b"/" + e.name if top.rel else e.name
-                yield len(frames), rel, e
-                if e.kind == "dir" and len(frames) < max_depth:
+                child = None
+                if e.kind == "dir" and (max_depth is None or len(frames) < max_depth):
                     child = self._open_child(top, e.name, rel)
                     if child is not None:
                         frames.append(self._enter(rel, child, top.levels))
                         self._bound_fds(frames)
+                yield len(frames) - (child is not None), rel, e, -1 if child is None else child
         finally:
             _close_frames(frames)
 
@@ -410,6 +431,7 @@ def _close_frames(frames: list[_Frame]) -> None:
     for f in frames:
         if f.fd >= 0:
             os.close(f.fd)
+            f.fd = -1
 
 
 def list_files(fs: Beneath, start: bytes = b"", **options: bool | int | None) -> list[bytes]:

@@ -1,8 +1,9 @@
 """Index lifecycle per root: build in the background when a root becomes effective, watch it,
 keep a dirty set that grep scans live, fold changes into the index, stop when it goes away.
 
-The watcher (watchfiles) only says *which* paths changed; every byte is still read beneath the
-root's pinned fd. Paths it reports outside the root are ignored.
+The watcher (``watch.TreeWatcher``: inotify on the walked directories; ``watchfiles`` where
+inotify cannot be used) only says *which* paths changed; every byte is still read beneath the
+root's pinned fd. Paths reported outside the root are ignored.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .store import (
     default_cache_dir,
     prune_cache,
 )
+from .watch import TreeWatcher
 
 log = logging.getLogger("rootgrep.index")
 State = Literal["off", "building", "ready", "stale"]
@@ -49,6 +51,8 @@ class Indexed:
     listeners: list[Callable[[str], None]] = field(default_factory=list)
     role: Literal["writer", "reader"] = "writer"
     last_sync: SyncStats | None = None
+    watching: threading.Event = field(default_factory=threading.Event)  # watches are in place
+    rescan: threading.Event = field(default_factory=threading.Event)  # events were lost
 
     def dirty_snapshot(self) -> set[bytes]:
         with self.lock:
@@ -196,6 +200,8 @@ class IndexManager:
                 )
                 ix.threads.append(w)
                 w.start()
+                # the build walks after the watches exist, so no change falls between the two
+                ix.watching.wait(60)
             try:
                 if index.writer_busy():
                     raise WriterBusy("another process writes this index")
@@ -246,19 +252,58 @@ class IndexManager:
                 return
 
     def flush(self, ix: Indexed) -> SyncStats | None:
-        """Fold the dirty files into the index; they stay dirty (scanned live) until then."""
+        """Fold the dirty files into the index; they stay dirty (scanned live) until then.
+        After the watcher lost events, a full re-sync."""
         pending = ix.dirty_snapshot()
-        if not pending or ix.index is None:
+        if ix.index is None:
             return None
-        stats = ix.index.sync(ix.fs, only=pending, cancelled=ix.stop.is_set)
+        if ix.rescan.is_set():
+            ix.rescan.clear()
+            log.info("re-syncing %r in full: the watcher lost events", ix.root_path)
+            stats = ix.index.sync(ix.fs, cancelled=ix.stop.is_set)
+        elif pending:
+            stats = ix.index.sync(ix.fs, only=pending, cancelled=ix.stop.is_set)
+        else:
+            return None
         with ix.lock:
             ix.dirty -= pending
         return stats
 
     def _watch(self, ix: Indexed) -> None:
+        try:
+            watcher = TreeWatcher(ix.fs)
+        except OSError as e:  # no inotify: watchfiles can still poll
+            log.info("inotify unavailable (%s); watching %r with watchfiles", e, ix.root_path)
+            self._watch_with_watchfiles(ix)
+            return
+        with watcher:
+            try:
+                watcher.add(b"")
+            except OSError as e:  # e.g. no /proc to reach a directory fd through
+                log.info("inotify unusable (%s); watching %r with watchfiles", e, ix.root_path)
+                self._watch_with_watchfiles(ix)
+                return
+            ix.watching.set()
+            try:
+                while not ix.stop.is_set():
+                    marks = watcher.poll(0.05)
+                    if watcher.overflowed:
+                        watcher.overflowed = False
+                        ix.rescan.set()
+                    if marks:
+                        with ix.lock:
+                            ix.dirty |= marks
+            except Exception as e:
+                log.warning("watching %r stopped: %r; its index is now stale", ix.root_path, e)
+                ix.state = "stale"
+            finally:
+                ix.watching.set()
+
+    def _watch_with_watchfiles(self, ix: Indexed) -> None:
         from watchfiles import watch
 
         root = os.fsdecode(ix.root_path)
+        ix.watching.set()
         try:
             for changes in watch(
                 root, stop_event=ix.stop, debounce=10, step=5, yield_on_timeout=False,

@@ -329,6 +329,8 @@ class RootIndex:
             try:
                 with self._lock:
                     new = dict(self.entries)  # entries are replaced, never mutated in place
+                if only is not None:
+                    only = _with_files_below(set(only), new)
                 changed: dict[bytes, Entry] = {}
                 deleted: list[bytes] = []
                 before = len(new)
@@ -656,6 +658,15 @@ def _snippet_lines(gen: SnippetGenerator, doc: Document) -> list[tuple[int, str]
     start = snip.fragment_range().start + lead
     first = content.count(b"\n", 0, start) + 1
     return [(first + i, line.rstrip("\r")) for i, line in enumerate(frag.split("\n")) if line][:6]
+
+
+def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[bytes]:
+    """``paths`` plus every indexed file below those of them that are not indexed files (a
+    directory that was moved, deleted or changed: its files must be looked at again)."""
+    prefixes = tuple(p + b"/" for p in paths if p not in entries)
+    if prefixes:
+        paths.update(p for p in entries if p.startswith(prefixes))
+    return paths
 
 
 def _b64(b: bytes) -> str:

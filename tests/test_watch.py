@@ -1,0 +1,105 @@
+"""The inotify tree watcher: it hears changes only (never reads), follows directories that
+appear, move or go away, skips what the index does not walk, and says when it lost events."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rootgrep import confine
+from rootgrep.confine import Beneath
+from rootgrep.index.watch import TreeWatcher
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    r = tmp_path / "root"
+    for rel in ["a/one.py", "a/b/two.py", "c/three.py", ".hidden/h.py", "ignored/i.py", "top.py"]:
+        (r / rel).parent.mkdir(parents=True, exist_ok=True)
+        (r / rel).write_text("x = 1\n")
+    (r / ".gitignore").write_text("ignored/\n")
+    return r
+
+
+@pytest.fixture
+def watcher(tree: Path) -> Iterator[TreeWatcher]:
+    fs = Beneath.pin(str(tree))
+    w = TreeWatcher(fs)
+    w.add(b"")
+    yield w
+    w.close()
+    fs.close()
+
+
+def test_reading_files_makes_no_event(tree: Path, watcher: TreeWatcher) -> None:
+    for _ in range(3):
+        for rel in ["a/one.py", "a/b/two.py", "c/three.py", "top.py"]:
+            d, name = watcher.fs.open_parent(confine.split_relpath(rel))
+            try:
+                assert confine.read_searchable_at(d, name, 1 << 20) == b"x = 1\n"
+            finally:
+                os.close(d)
+        os.listdir(tree / "a")
+    assert watcher.poll(0.1) == set() and watcher.events == 0
+    (tree / "a" / "b" / "two.py").write_text("y = 2\n")
+    assert watcher.poll(1) == {b"a/b/two.py"}
+
+
+def test_creations_deletions_and_renames_of_files(tree: Path, watcher: TreeWatcher) -> None:
+    (tree / "c" / "new.py").write_text("n\n")
+    (tree / "a" / "one.py").unlink()
+    os.rename(tree / "top.py", tree / "c" / "moved.py")
+    assert watcher.poll(1) == {b"c/new.py", b"a/one.py", b"top.py", b"c/moved.py"}
+
+
+def test_a_new_directory_is_walked_and_watched(tree: Path, watcher: TreeWatcher) -> None:
+    # made in one go: its files exist before any watch on it can
+    (tree / "n" / "m" / "deep").mkdir(parents=True)
+    (tree / "n" / "m" / "deep" / "f.py").write_text("f\n")
+    (tree / "n" / "g.py").write_text("g\n")
+    marks = watcher.poll(1)
+    assert {b"n", b"n/m/deep/f.py", b"n/g.py"} <= marks
+    (tree / "n" / "m" / "deep" / "f.py").write_text("changed\n")
+    assert watcher.poll(1) == {b"n/m/deep/f.py"}
+
+
+def test_moved_directories_are_followed(tree: Path, tmp_path: Path, watcher: TreeWatcher) -> None:
+    os.rename(tree / "a", tree / "z")
+    marks = watcher.poll(1)
+    assert {b"a", b"z", b"z/one.py", b"z/b/two.py"} <= marks
+    (tree / "z" / "b" / "two.py").write_text("after the move\n")
+    assert watcher.poll(1) == {b"z/b/two.py"}  # the watch follows the directory's new name
+    os.rename(tree / "z", tmp_path / "outside")  # moved out: forgotten
+    assert watcher.poll(1) == {b"z"}
+    (tmp_path / "outside" / "one.py").write_text("not ours\n")
+    assert watcher.poll(0.2) == set()
+
+
+def test_a_deleted_directory_is_reported(tree: Path, watcher: TreeWatcher) -> None:
+    shutil.rmtree(tree / "a")
+    assert b"a" in watcher.poll(1)
+    assert not any(d == b"a" or d.startswith(b"a/") for d in watcher.dirs.values())
+
+
+def test_hidden_and_ignored_directories_are_not_watched(tree: Path, watcher: TreeWatcher) -> None:
+    (tree / ".hidden" / "h.py").write_text("secret change\n")
+    (tree / "ignored" / "i.py").write_text("ignored change\n")
+    assert watcher.poll(0.2) == set() and watcher.events == 0
+    assert sorted(watcher.dirs.values()) == [b"", b"a", b"a/b", b"c"]
+
+
+def test_lost_events_are_reported_as_an_overflow(tree: Path, watcher: TreeWatcher) -> None:
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    fds = [os.open(tree / name, os.O_WRONLY) for name in ("top.py", "c/three.py")]
+    try:
+        for i in range(limit + 100):  # alternate files: identical events in a row coalesce
+            os.write(fds[i % 2], b"x")
+    finally:
+        for fd in fds:
+            os.close(fd)
+    watcher.poll(1)
+    assert watcher.overflowed
