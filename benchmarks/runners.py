@@ -50,7 +50,8 @@ class Pattern:
 
 
 PATTERNS: tuple[Pattern, ...] = (
-    Pattern("literal", "NotImplementedError", regex=False),  # selective literal
+    Pattern("literal-rare", "getrecursionlimit", regex=False),  # a rare literal: 34 files of F
+    Pattern("literal", "NotImplementedError", regex=False),  # a common one: 939 files of F
     Pattern("regex-error", r"\w+Error\b", regex=True),  # regex with a required literal
     Pattern("regex-date", r"[0-9]{4}-[0-9]{2}-[0-9]{2}", regex=True),  # no literal at all
 )

@@ -1,10 +1,10 @@
-"""Grep benchmarks: matching lines of three patterns over each corpus.
+"""Grep benchmarks: matching lines of four patterns over each corpus.
 
 rootgrep in process (one thread: the search engine alone), the rootgrep CLI (a whole process
 with Python start-up, the fair peer of rg) and ``rg -n`` (a whole process, its default
-threads). The patterns are a selective literal, a regex with a required literal (prefiltered)
-and a regex with no literal (every file goes through RE2). Each benchmark checks that its
-matching-line count equals rg's, so the times compare the same work.
+threads). The patterns are a rare literal, a common one, a regex with a required literal
+(prefiltered) and a regex with no literal (every file goes through RE2). Each benchmark checks
+that its matching-line count equals rg's, so the times compare the same work.
 """
 
 from __future__ import annotations
