@@ -271,54 +271,45 @@ class IndexManager:
 
     def _watch(self, ix: Indexed) -> None:
         try:
-            watcher = TreeWatcher(ix.fs)
-        except OSError as e:  # no inotify: watchfiles can still poll
-            log.info("inotify unavailable (%s); watching %r with watchfiles", e, ix.root_path)
-            self._watch_with_watchfiles(ix)
-            return
-        with watcher:
             try:
-                watcher.add(b"")
-            except OSError as e:  # e.g. no /proc to reach a directory fd through
+                self._watch_with_inotify(ix)
+            except OSError as e:  # no inotify, or no /proc to reach a directory fd through
                 log.info("inotify unusable (%s); watching %r with watchfiles", e, ix.root_path)
                 self._watch_with_watchfiles(ix)
-                return
+        except Exception as e:
+            log.warning("watching %r stopped: %r; its index is now stale", ix.root_path, e)
+            ix.state = "stale"
+        finally:
+            ix.watching.set()  # (also when watching failed: the build must not wait for it)
+
+    def _watch_with_inotify(self, ix: Indexed) -> None:
+        with TreeWatcher(ix.fs) as watcher:
+            watcher.add(b"")
             ix.watching.set()
-            try:
-                while not ix.stop.is_set():
-                    marks = watcher.poll(0.05)
-                    if watcher.overflowed:
-                        watcher.overflowed = False
-                        ix.rescan.set()
-                    if marks:
-                        with ix.lock:
-                            ix.dirty |= marks
-            except Exception as e:
-                log.warning("watching %r stopped: %r; its index is now stale", ix.root_path, e)
-                ix.state = "stale"
-            finally:
-                ix.watching.set()
+            while not ix.stop.is_set():
+                marks = watcher.poll(0.05)
+                if watcher.overflowed:
+                    watcher.overflowed = False
+                    ix.rescan.set()
+                if marks:
+                    with ix.lock:
+                        ix.dirty |= marks
 
     def _watch_with_watchfiles(self, ix: Indexed) -> None:
         from watchfiles import watch
 
-        root = os.fsdecode(ix.root_path)
         ix.watching.set()
-        try:
-            for changes in watch(
-                root, stop_event=ix.stop, debounce=10, step=5, yield_on_timeout=False,
-                raise_interrupt=False, watch_filter=None,
-            ):  # fmt: skip
-                marks: set[bytes] = set()
-                for _change, path in changes:
-                    rel = strip_prefix(os.fsencode(path), ix.root_path)
-                    if rel:
-                        marks.add(b"/".join(rel))
-                with ix.lock:
-                    ix.dirty |= marks
-        except Exception as e:
-            log.warning("watching %r stopped: %r; its index is now stale", root, e)
-            ix.state = "stale"
+        for changes in watch(
+            os.fsdecode(ix.root_path), stop_event=ix.stop, debounce=10, step=5,
+            yield_on_timeout=False, raise_interrupt=False, watch_filter=None,
+        ):  # fmt: skip
+            marks: set[bytes] = set()
+            for _change, path in changes:
+                rel = strip_prefix(os.fsencode(path), ix.root_path)
+                if rel:
+                    marks.add(b"/".join(rel))
+            with ix.lock:
+                ix.dirty |= marks
 
     def wait_built(self, root_path: bytes, timeout: float | None = None) -> bool:
         ix = self._roots.get(root_path)

@@ -76,23 +76,36 @@ class TreeWatcher:
         below the root, also the files found in it (they may predate its watch)."""
         if rel and not Walker(self.fs).would_list(rel, kind="dir"):
             return set()
-        walker = Walker(self.fs, rel)
         try:
-            for drel, dfd in walker.directories():
-                try:
-                    self.dirs[confine.inotify_watch_dir(self.fd, dfd, MASK)] = drel
-                except OSError as e:
-                    if e.errno != errno.ENOSPC:
-                        raise
-                    if not self._full_warned:  # fs.inotify.max_user_watches reached
-                        log.warning("out of inotify watches: changes below %r are seen only "
-                                    "by a full re-sync", confine.display(drel))  # fmt: skip
-                        self._full_warned = True
+            # a directory is listed before its watch exists: one made in between is caught
+            # by the next pass (a few at most: a directory mounted twice never settles)
+            for _ in range(3):
+                if not self._watch_pass(rel):
+                    break
             return {f.path for f in Walker(self.fs, rel).files()} if rel else set()
         except (OSError, RootgrepError):
             if not rel:
                 raise  # the root itself cannot be watched
             return {rel}  # it went away meanwhile: what it held is gone
+
+    def _watch_pass(self, rel: bytes) -> int:
+        """Watch every directory a walk of ``rel`` enters; how many were not watched yet."""
+        added = 0
+        for drel, dfd in Walker(self.fs, rel).directories():
+            try:
+                wd = confine.inotify_watch_dir(self.fd, dfd, MASK)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                if not self._full_warned:  # fs.inotify.max_user_watches reached
+                    log.warning("out of inotify watches: changes below %r are seen only by a "
+                                "full re-sync", confine.display(drel))  # fmt: skip
+                    self._full_warned = True
+                continue
+            if self.dirs.get(wd) != drel:
+                self.dirs[wd] = drel
+                added += 1
+        return added
 
     def drop(self, rel: bytes) -> None:
         """Stop watching ``rel`` and everything below it (it went away or moved)."""
