@@ -267,6 +267,36 @@ def test_directory_moves_and_deletions_while_serving(
     assert index.sync(r.fs).read == 0  # the folded changes left nothing for a full sync
 
 
+@pytest.mark.parametrize("where", ["", "p0/"])
+def test_ignore_file_edits_while_serving(
+    tree: Path, serving: tuple[Root, IndexManager, Service, Service], where: str
+) -> None:
+    """An ignore file that changes which files a walk keeps: newly ignored files leave the
+    answers, newly visible ones join them (and are watched from then on)."""
+    r, manager, svc, live = serving
+    base = tree / where
+    (base / "gen").mkdir()
+    (base / "gen" / "g.py").write_text("def fn_generated():\n")
+    (base / ".gitignore").write_text("gen/\n")
+    wait_until(lambda: not manager.get(r.path).dirty)
+
+    def agree(pattern: str) -> list[str] | None:
+        res = svc.grep([r], Token(), pattern=pattern, max_results=1000)
+        want = [m.path for m in live.grep([r], Token(), pattern=pattern, max_results=1000).matches]
+        got = [m.path for m in res.matches]
+        return got if res.index_used and got == want else None
+
+    assert agree("fn_generated") == []
+    (base / ".gitignore").write_text("m*.py\n")  # gen/ visible, the m*.py files ignored
+    wait_until(lambda: agree("fn_generated") == [f"{where}gen/g.py"], 5)
+    wait_until(lambda: agree("def fn_") is not None and not manager.get(r.path).dirty, 5)
+    hits = agree("def fn_")
+    assert hits is not None and f"{where}gen/g.py" in hits
+    assert not [h for h in hits if h.startswith(where) and h.rpartition("/")[2].startswith("m")]
+    (base / "gen" / "g.py").write_text("def fn_edited_later():\n")  # gen/ is watched now
+    wait_until(lambda: agree("fn_edited_later") == [f"{where}gen/g.py"], 5)
+
+
 def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_path: Path) -> None:
     r = pin_root(str(tree))
     manager = IndexManager(str(tmp_path / "cache"))

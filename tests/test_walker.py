@@ -337,3 +337,12 @@ def test_path_batches_on_a_deep_tree_keep_fds_bounded(tmp_path: Path, mode: str)
 def test_order_key_is_component_wise_order(comps: list[list[bytes]]) -> None:
     paths = [b"/".join(c) for c in comps]
     assert sorted(paths, key=order_key) == sorted(paths, key=lambda p: p.split(b"/"))
+
+
+def test_listed_is_what_a_walk_lists(fs: Beneath, tree: Path) -> None:
+    every = [os.fsencode(os.path.relpath(os.path.join(d, n), tree))
+             for d, dirs, files in os.walk(tree) for n in dirs + files]  # fmt: skip
+    every += [b"missing.py", b"src/missing/x.py", b"../outside", b"link_dir/app.py"]
+    assert Walker(fs).listed(every) == set(list_files(fs))
+    dirs = Walker(fs).listed(every, kind="dir")
+    assert b"src" in dirs and b"build" not in dirs and b"link_dir" not in dirs

@@ -103,3 +103,83 @@ def test_lost_events_are_reported_as_an_overflow(tree: Path, watcher: TreeWatche
             os.close(fd)
     watcher.poll(1)
     assert watcher.overflowed
+
+
+def test_a_swap_of_two_directories_keeps_both_watched(tree: Path, watcher: TreeWatcher) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    rename_exchange, at_fdcwd = 2, -100
+    assert libc.renameat2(at_fdcwd, bytes(tree / "a"), at_fdcwd, bytes(tree / "c"),
+                          rename_exchange) == 0  # fmt: skip
+    assert {b"a", b"c", b"a/three.py", b"c/one.py", b"c/b/two.py"} <= watcher.poll(1)
+    assert sorted(watcher.dirs.values()) == [b"", b"a", b"c", b"c/b"]
+    (tree / "a" / "three.py").write_text("edit\n")
+    (tree / "c" / "b" / "two.py").write_text("edit\n")
+    assert watcher.poll(1) == {b"a/three.py", b"c/b/two.py"}
+
+
+def test_a_directory_whose_attributes_change_is_looked_at_again(
+    tree: Path, watcher: TreeWatcher
+) -> None:
+    # e.g. made readable again: its files are marked, so a fold can put them back
+    os.chmod(tree / "a", 0o700)
+    assert {b"a", b"a/one.py", b"a/b/two.py"} <= watcher.poll(1)
+
+
+def test_an_ignore_file_edit_looks_again_below_it(tree: Path, watcher: TreeWatcher) -> None:
+    (tree / "a" / "b" / "gen").mkdir()
+    (tree / "a" / "b" / "gen" / "g.py").write_text("g\n")
+    (tree / "a" / ".gitignore").write_text("b/gen/\n")
+    watcher.poll(1)
+    assert b"a/b/gen" not in watcher.dirs.values()  # ignored: not watched
+    (tree / "a" / ".gitignore").write_text("")  # un-ignored: watched, and its files marked
+    assert {b"a", b"a/b/gen/g.py"} <= watcher.poll(1)
+    assert b"a/b/gen" in watcher.dirs.values()
+    (tree / ".gitignore").write_text("")  # the root's rules: a full re-sync is asked for
+    watcher.poll(1)
+    assert watcher.overflowed and b"ignored" in watcher.dirs.values()
+
+
+def test_a_file_written_without_pause_does_not_hold_the_watcher(
+    tree: Path, watcher: TreeWatcher
+) -> None:
+    import threading
+    import time
+
+    stop = threading.Event()
+
+    def write() -> None:  # every 2 ms for 3 s (or until told to stop)
+        end = time.monotonic() + 3
+        with open(tree / "top.py", "a") as f:
+            while not stop.is_set() and time.monotonic() < end:
+                f.write("x")
+                f.flush()
+                time.sleep(0.002)
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        time.sleep(0.05)
+        started = time.monotonic()
+        assert b"top.py" in watcher.poll(1)
+        assert time.monotonic() - started < 2.0  # not for as long as the writer writes
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_after_lost_events_the_watches_are_made_again(tree: Path, watcher: TreeWatcher) -> None:
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    fds = [os.open(tree / name, os.O_WRONLY) for name in ("top.py", "c/three.py")]
+    try:
+        for i in range(limit + 100):
+            os.write(fds[i % 2], b"x")
+    finally:
+        for fd in fds:
+            os.close(fd)
+    (tree / "late").mkdir()  # its creation is lost in the overflow
+    watcher.poll(1)
+    assert watcher.overflowed and b"late" in watcher.dirs.values()
+    (tree / "late" / "f.py").write_text("f\n")
+    assert b"late/f.py" in watcher.poll(1)

@@ -902,11 +902,12 @@ def _indexed_batches(r: Root, ix: Indexed, q: Q, start: bytes) -> Iterator[DirBa
     dirty file (changed since the last commit) that a walk would list, in path order, grouped
     by directory. Each directory is opened beneath the root, never through a link."""
     assert ix.index is not None
-    paths = ix.index.candidates(q)  # already in walk order
+    # the dirty set first: a flush that lands in between then leaves a changed file in one
+    # of the two (dirty, or the reloaded index), never in neither
     dirty = ix.dirty_snapshot()
+    paths = ix.index.candidates(q)  # already in walk order
     if dirty:
-        walker = Walker(r.fs)
-        extra = {p for p in dirty if walker.would_list(p)}
+        extra = Walker(r.fs).listed(dirty)
         if extra:
             paths = sorted(extra.union(paths), key=order_key)
     if start:

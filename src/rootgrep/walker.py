@@ -196,31 +196,55 @@ class Walker:
     def would_list(self, rel: bytes, kind: str = "file") -> bool:
         """Whether a walk from the root with these options reaches ``rel`` (a file, or with
         ``kind="dir"`` a directory): everything on the way passes the ignore and hidden rules."""
-        comps = [c for c in confine.split_relpath(rel) if c != b"."]
-        if not comps:
-            return kind == "dir"
-        levels: list[_Level] = []
-        fd = self.fs.open_dir([])
-        try:
-            for i, name in enumerate(comps):
-                here = b"/".join(comps[:i])
-                frame = self._frame(here, fd, levels)
-                fd = -1  # owned by the frame now
-                kept = {e.name: e.kind for e in frame.entries}
-                want = kind if i == len(comps) - 1 else "dir"
-                os.close(frame.fd)
-                if kept.get(name) != want:
-                    return False
-                if i == len(comps) - 1:
-                    return True
-                levels = frame.levels
-                fd = self.fs.open_dir(comps[: i + 1], no_symlinks=True)
-        except (OSError, RootgrepError):
-            return False
-        finally:
-            if fd >= 0:
+        return bool(self.listed([rel], kind))
+
+    def listed(self, paths: Iterable[bytes], kind: str = "file") -> set[bytes]:
+        """The ones of ``paths`` (root-relative) that a walk from the root with these options
+        reaches as ``kind``. Each directory on the way is listed once, however many of the
+        paths it holds (a dirty set may name thousands of files of one directory)."""
+        memo: dict[bytes, tuple[dict[bytes, str], list[_Level]] | None] = {}
+        out: set[bytes] = set()
+        for rel in paths:
+            comps = [c for c in confine.split_relpath(rel) if c != b"."]
+            if not comps:
+                if kind == "dir":
+                    out.add(rel)
+                continue
+            here = self._listing(comps[:-1], memo)
+            if here is not None and here[0].get(comps[-1]) == kind:
+                out.add(rel)
+        return out
+
+    def _listing(
+        self, comps: list[bytes], memo: dict[bytes, tuple[dict[bytes, str], list[_Level]] | None]
+    ) -> tuple[dict[bytes, str], list[_Level]] | None:
+        """What a walk keeps of directory ``comps`` (name -> kind) and the ignore levels in
+        force there; None when a walk never enters it. Memoised along the way, in ``memo``."""
+        depth = len(comps)
+        while depth > 0 and b"/".join(comps[:depth]) not in memo:
+            depth -= 1  # the deepest ancestor already known (or the root)
+        for i in range(depth, len(comps) + 1):
+            key = b"/".join(comps[:i])
+            if key in memo:
+                continue
+            levels: list[_Level] = []
+            if i:  # (its parent is in memo: the loop goes down from a known ancestor)
+                up = memo[b"/".join(comps[: i - 1])]
+                if up is None or up[0].get(comps[i - 1]) != "dir":
+                    memo[key] = None
+                    continue
+                levels = up[1]
+            try:
+                fd = self.fs.open_dir(comps[:i], no_symlinks=True)
+            except (OSError, RootgrepError):
+                memo[key] = None
+                continue
+            try:
+                frame = self._frame(key, fd, levels)
+            finally:
                 os.close(fd)
-        return False
+            memo[key] = ({e.name: e.kind for e in frame.entries}, frame.levels)
+        return memo[b"/".join(comps)]
 
     # -- internals ---------------------------------------------------------------------------
 

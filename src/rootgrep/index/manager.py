@@ -19,6 +19,7 @@ from typing import Literal
 from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
 from ..roots import Root
+from ..walker import Walker
 from .store import (
     RootIndex,
     SyncStats,
@@ -52,11 +53,19 @@ class Indexed:
     role: Literal["writer", "reader"] = "writer"
     last_sync: SyncStats | None = None
     watching: threading.Event = field(default_factory=threading.Event)  # watches are in place
+    watch_ok: bool = True  # False: changes may go unseen, so the index never answers grep
     rescan: threading.Event = field(default_factory=threading.Event)  # events were lost
+    marked: set[bytes] = field(default_factory=set)  # marks made since a fold began
 
     def dirty_snapshot(self) -> set[bytes]:
         with self.lock:
             return set(self.dirty)
+
+    def mark(self, paths: set[bytes]) -> None:
+        """The watcher saw these paths change: dirty until a fold that started after now."""
+        with self.lock:
+            self.dirty |= paths
+            self.marked |= paths
 
 
 class IndexManager:
@@ -214,7 +223,7 @@ class IndexManager:
                 return
             if ix.stop.is_set():
                 return
-            ix.state = "ready" if self.watch else "stale"
+            ix.state = self._fresh(ix)
             if ix.last_sync is not None:
                 st = ix.last_sync
                 tell(f"index of {shown} ready: {st.files} files ({st.read} read, "
@@ -241,20 +250,26 @@ class IndexManager:
         while not ix.stop.is_set():
             index.reload()
             if index.ready:
-                ix.state = "ready" if self.watch else "stale"
+                ix.state = self._fresh(ix)
                 ix.built.set()
             with ix.lock:
                 pending = set(ix.dirty)
-            done = {p for p in pending if index.is_current(ix.fs, p)}
+                ix.marked.clear()
+            # (a directory or an unlisted file is never a grep candidate: it can go too)
+            walked = Walker(ix.fs).listed(pending)
+            done = {p for p in pending if p not in walked or index.is_current(ix.fs, p)}
             with ix.lock:
-                ix.dirty -= done
+                ix.dirty -= done - ix.marked
             if ix.stop.wait(FLUSH_SECONDS / 2):
                 return
 
     def flush(self, ix: Indexed) -> SyncStats | None:
         """Fold the dirty files into the index; they stay dirty (scanned live) until then.
-        After the watcher lost events, a full re-sync."""
-        pending = ix.dirty_snapshot()
+        After the watcher lost events, a full re-sync. A path marked again while the fold runs
+        stays dirty (the fold may have read it before that change)."""
+        with ix.lock:
+            pending = set(ix.dirty)
+            ix.marked.clear()
         if ix.index is None:
             return None
         if ix.rescan.is_set():
@@ -266,8 +281,12 @@ class IndexManager:
         else:
             return None
         with ix.lock:
-            ix.dirty -= pending
+            ix.dirty -= pending - ix.marked
         return stats
+
+    def _fresh(self, ix: Indexed) -> State:
+        """The state of a built index: ready only while a working watcher keeps it fresh."""
+        return "ready" if self.watch and ix.watch_ok else "stale"
 
     def _watch(self, ix: Indexed) -> None:
         try:
@@ -278,22 +297,29 @@ class IndexManager:
                 self._watch_with_watchfiles(ix)
         except Exception as e:
             log.warning("watching %r stopped: %r; its index is now stale", ix.root_path, e)
-            ix.state = "stale"
+            self._unwatched(ix)
         finally:
             ix.watching.set()  # (also when watching failed: the build must not wait for it)
+
+    def _unwatched(self, ix: Indexed) -> None:
+        """Changes may go unseen from now on: grep scans live (``search`` still answers)."""
+        ix.watch_ok = False
+        if ix.state == "ready":
+            ix.state = "stale"
 
     def _watch_with_inotify(self, ix: Indexed) -> None:
         with TreeWatcher(ix.fs) as watcher:
             watcher.add(b"")
             ix.watching.set()
             while not ix.stop.is_set():
+                if watcher.incomplete and ix.watch_ok:
+                    self._unwatched(ix)
                 marks = watcher.poll(0.05)
-                if watcher.overflowed:
+                if watcher.overflowed:  # (the watcher has re-made its watches)
                     watcher.overflowed = False
                     ix.rescan.set()
                 if marks:
-                    with ix.lock:
-                        ix.dirty |= marks
+                    ix.mark(marks)
 
     def _watch_with_watchfiles(self, ix: Indexed) -> None:
         from watchfiles import watch
@@ -308,8 +334,7 @@ class IndexManager:
                 rel = strip_prefix(os.fsencode(path), ix.root_path)
                 if rel:
                     marks.add(b"/".join(rel))
-            with ix.lock:
-                ix.dirty |= marks
+            ix.mark(marks)
 
     def wait_built(self, root_path: bytes, timeout: float | None = None) -> bool:
         ix = self._roots.get(root_path)
@@ -335,6 +360,6 @@ class IndexManager:
             ) from None
         with ix.lock:
             ix.dirty.clear()
-        ix.state = "ready" if self.watch else "stale"
+        ix.state = self._fresh(ix)
         ix.built.set()
         return stats

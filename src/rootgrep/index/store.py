@@ -46,7 +46,7 @@ from tantivy import (
 from .. import confine
 from ..confine import Beneath, display
 from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
-from ..walker import FileEntry, Walker, WalkOptions, order_key
+from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
 from .plan import Q
 
 SCHEMA_VERSION = 2  # 2: trigrams keep their case
@@ -438,23 +438,16 @@ class RootIndex:
     def _stat_each(
         self, fs: Beneath, paths: Iterable[bytes]
     ) -> Iterable[tuple[int, list[FileEntry]]]:
-        for rel in sorted(set(paths)):
-            try:
-                dirfd, name = fs.open_parent(confine.split_relpath(rel))
-            except Exception:
-                continue
-            try:
-                try:
-                    st = confine.stat_at(dirfd, name)
-                except OSError:
-                    continue
-                if not confine.stat_mod.S_ISREG(st.st_mode) or st.st_size > self.max_file_size:
-                    continue
-                if not Walker(fs).would_list(rel):
-                    continue
-                yield dirfd, [FileEntry(name, rel, st)]
-            finally:
-                os.close(dirfd)
+        walked = Walker(fs).listed(paths)  # (what a full walk would not reach is gone)
+        for batch in path_batches(fs, sorted(walked, key=order_key)):
+            with batch:
+                files: list[FileEntry] = []
+                for fe in batch.files:
+                    st = confine.stat_regular_at(batch.fd, fe.name)
+                    if st is not None and st.st_size <= self.max_file_size:
+                        files.append(FileEntry(fe.name, fe.path, st))
+                if files:
+                    yield batch.fd, files
 
     def touch(self) -> None:
         """Mark the index as used now (the cache evicts the least recently used first)."""

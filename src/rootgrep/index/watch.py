@@ -19,11 +19,12 @@ import logging
 import os
 import select
 import struct
+import time
 
 from .. import confine
 from ..confine import Beneath
 from ..errors import RootgrepError
-from ..walker import Walker
+from ..walker import IGNORE_FILES, Walker
 
 log = logging.getLogger("rootgrep.index")
 
@@ -46,6 +47,7 @@ MASK = (
 )  # fmt: skip
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 DEBOUNCE_SECONDS = 0.01  # after the first event, gather what follows this closely
+MAX_GATHER_SECONDS = 0.1  # but never longer (a file written without pause must not hold us)
 
 
 class TreeWatcher:
@@ -56,9 +58,10 @@ class TreeWatcher:
         self.fs = fs
         self.fd = confine.inotify_open()
         self.dirs: dict[int, bytes] = {}  # watch descriptor -> directory (root-relative)
-        self.overflowed = False  # events were lost: only a full re-sync is exact again
+        self.overflowed = False  # events were lost: only a full re-sync is exact again (the
+        # watches are re-made at once; the owner re-syncs and clears this)
         self.events = 0  # raw events read (the tests count them)
-        self._full_warned = False
+        self.incomplete = False  # out of watches: some directories are not watched
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -88,6 +91,14 @@ class TreeWatcher:
                 raise  # the root itself cannot be watched
             return {rel}  # it went away meanwhile: what it held is gone
 
+    def reset(self) -> None:
+        """Forget every watch and watch the tree again (after lost events, names and watches
+        may no longer agree)."""
+        for wd in list(self.dirs):
+            confine.inotify_unwatch(self.fd, wd)
+        self.dirs.clear()
+        self.add(b"")
+
     def _watch_pass(self, rel: bytes) -> int:
         """Watch every directory a walk of ``rel`` enters; how many were not watched yet."""
         added = 0
@@ -97,12 +108,12 @@ class TreeWatcher:
             except OSError as e:
                 if e.errno != errno.ENOSPC:
                     raise
-                if not self._full_warned:  # fs.inotify.max_user_watches reached
-                    log.warning("out of inotify watches: changes below %r are seen only by a "
-                                "full re-sync", confine.display(drel))  # fmt: skip
-                    self._full_warned = True
+                if not self.incomplete:  # fs.inotify.max_user_watches reached
+                    log.warning("out of inotify watches at %r: changes there go unseen, so grep "
+                                "scans live", confine.display(drel))  # fmt: skip
+                    self.incomplete = True
                 continue
-            if self.dirs.get(wd) != drel:
+            if wd not in self.dirs:  # (a directory seen under two names keeps its first)
                 self.dirs[wd] = drel
                 added += 1
         return added
@@ -117,21 +128,39 @@ class TreeWatcher:
 
     def poll(self, timeout: float) -> set[bytes]:
         """Root-relative paths changed within ``timeout`` seconds (files, and directories that
-        appeared or went away); empty when nothing happened."""
+        appeared, changed or went away); empty when nothing happened. Once events come, what
+        follows within ``DEBOUNCE_SECONDS`` joins them, for at most ``MAX_GATHER_SECONDS``."""
         marks: set[bytes] = set()
+        gone: set[bytes] = set()
+        fresh: set[bytes] = set()
         p = select.poll()
         p.register(self.fd, select.POLLIN)
         wait = timeout
+        deadline: float | None = None
         while p.poll(wait * 1000):
             try:
                 data = os.read(self.fd, 1 << 16)
             except BlockingIOError:
                 break
-            self._parse(data, marks)
-            wait = DEBOUNCE_SECONDS
+            self._parse(data, marks, gone, fresh)
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + MAX_GATHER_SECONDS
+            if now >= deadline:
+                break
+            wait = min(DEBOUNCE_SECONDS, deadline - now)
+        if self.overflowed:
+            self.reset()
+            return marks
+        # directories that went away first, then those that appeared: an exchange of two
+        # directories (or a name reused within the batch) ends with both watched
+        for d in gone:
+            self.drop(d)
+        for d in fresh:
+            marks |= self.add(d)
         return marks
 
-    def _parse(self, data: bytes, marks: set[bytes]) -> None:
+    def _parse(self, data: bytes, marks: set[bytes], gone: set[bytes], fresh: set[bytes]) -> None:
         off = 0
         while off + _EVENT.size <= len(data):
             wd, mask, _cookie, size = _EVENT.unpack_from(data, off)
@@ -150,7 +179,14 @@ class TreeWatcher:
             rel = base + b"/" + name if base else name
             marks.add(rel)
             if mask & IN_ISDIR:
-                if mask & (IN_CREATE | IN_MOVED_TO):
-                    marks |= self.add(rel)
-                elif mask & (IN_MOVED_FROM | IN_DELETE):
-                    self.drop(rel)
+                if mask & (IN_MOVED_FROM | IN_DELETE):
+                    gone.add(rel)
+                else:  # created, moved in, or its attributes changed (perhaps readable again)
+                    fresh.add(rel)
+            elif name in IGNORE_FILES:
+                # which files a walk keeps below here may have changed: look at them all again
+                if base:
+                    fresh.add(base)
+                    marks.add(base)
+                else:
+                    self.overflowed = True  # the root's own rules: a full re-sync
