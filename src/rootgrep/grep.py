@@ -274,24 +274,45 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
     """Every matching line of ``buf`` (a file's ``text_of``; line numbers 1-based), with up to
     ``context`` lines of context on each side.
 
-    The loops are written out by hand, one per kind of matcher: they run once per matching
-    line of every file, where every call counts.
+    One loop, written out by hand: it runs once per matching line of every file, where every
+    call counts. A literal (or a regex's required literal) is looked for with ``bytes.find``,
+    and RE2 then checks only the line it lies on; without one, RE2 finds the next match over
+    the rest of the buffer.
     """
     n = len(buf)
     if n == 0:
         return []
     end = n - 1 if buf[n - 1] == 10 else n  # nothing after the final line terminator
-    spans = (
-        _literal_lines
-        if m._literal is not None
-        else (_prefiltered_lines if m.prefilter is not None else _regex_lines)
-    )
+    lit, rx, group = m._literal, m._m, m._group
+    needle = lit if lit is not None else m.prefilter
     out: list[LineMatch] = []
     append = out.append
-    count = buf.count
+    find, rfind, count = buf.find, buf.rfind, buf.count
     line_no = 1
     counted = 0  # line_no is the number of the line that starts at `counted`
-    for ls, s, le in spans(m, buf, n, end):
+    pos = 0
+    while pos <= end:
+        if needle is not None:
+            s = find(needle, pos)
+            if s < 0 or s > end:
+                break
+            ls = rfind(b"\n", 0, s) + 1
+            le = find(b"\n", s)
+            if le < 0:
+                le = n
+            if lit is None:  # the required literal is there: does the regex match the line?
+                s = rx(_UNANCHORED, buf, ls, le)[group][0]
+                if s < 0:
+                    pos = le + 1
+                    continue
+        else:
+            s = rx(_UNANCHORED, buf, pos, n)[group][0]
+            if s < 0 or s > end:
+                break  # (an empty match after the final terminator is not a line)
+            ls = rfind(b"\n", 0, s) + 1
+            le = find(b"\n", s)
+            if le < 0:
+                le = n
         line_no += count(b"\n", counted, ls)
         counted = ls
         if context:
@@ -300,60 +321,8 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
             append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], before, after)))
         else:
             append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], (), ())))
+        pos = le + 1
     return out
-
-
-def _literal_lines(m: Matcher, buf: bytes, n: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """(line start, match start, line end) of each line holding the literal."""
-    lit = m._literal
-    assert lit is not None
-    find, rfind = buf.find, buf.rfind
-    pos = 0
-    while pos <= end:
-        s = find(lit, pos)
-        if s < 0 or s > end:
-            return
-        le = find(b"\n", s)
-        if le < 0:
-            le = n
-        yield rfind(b"\n", 0, s) + 1, s, le
-        pos = le + 1
-
-
-def _prefiltered_lines(m: Matcher, buf: bytes, n: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """Jump to each line holding the required literal; RE2 verifies that line only."""
-    pre, rx, group = m.prefilter, m._m, m._group
-    assert pre is not None
-    find, rfind = buf.find, buf.rfind
-    pos = 0
-    while pos <= end:
-        i = find(pre, pos)
-        if i < 0:
-            return
-        ls = rfind(b"\n", 0, i) + 1
-        le = find(b"\n", i)
-        if le < 0:
-            le = n
-        s = rx(_UNANCHORED, buf, ls, le)[group][0]
-        if s >= 0:
-            yield ls, s, le
-        pos = le + 1
-
-
-def _regex_lines(m: Matcher, buf: bytes, n: int, end: int) -> Iterator[tuple[int, int, int]]:
-    """RE2 finds the next match over the rest of the buffer."""
-    rx, group = m._m, m._group
-    find, rfind = buf.find, buf.rfind
-    pos = 0
-    while pos <= end:
-        s = rx(_UNANCHORED, buf, pos, n)[group][0]
-        if s < 0 or s > end:
-            return  # (an empty match after the final terminator is not a line)
-        le = find(b"\n", s)
-        if le < 0:
-            le = n
-        yield rfind(b"\n", 0, s) + 1, s, le
-        pos = le + 1
 
 
 def _lines_before(buf: bytes, ls: int, k: int) -> tuple[bytes, ...]:
@@ -427,13 +396,20 @@ def _read_chunks(
         yield _Chunk(paths, texts)
 
 
-def search_chunk(m: Matcher, chunk: _Chunk) -> list[FileMatches]:
+def search_chunk(m: Matcher, chunk: _Chunk, join: bool = True) -> list[FileMatches]:
     """Matching files of a chunk, in order. One scan over the chunk's texts joined by newlines
     finds the next file that can match (a match never spans a line end, so never two files);
-    only such files are searched line by line."""
+    only such files are searched line by line. Without ``join`` (files that most likely match,
+    such as an index's candidates) each file is searched at once: no join, no second scan."""
     found: list[FileMatches] = []
     texts = chunk.texts
     context = m.query.context
+    if not join:
+        for path, text in zip(chunk.paths, texts, strict=True):
+            lines = search_buffer(m, text, context)
+            if lines:
+                found.append(FileMatches(path, lines))
+        return found
     if len(texts) == 1 or not m.joinable:
         for path, text in zip(chunk.paths, texts, strict=True):
             if m.could_match(text):
@@ -471,13 +447,15 @@ def run_grep(
     threads: int | None = None,
     cancelled: Callable[[], bool] | None = None,
     chunk_bytes: int = CHUNK_BYTES,
+    join: bool = True,
 ) -> GrepStats:
     """Search every batch and feed the sink in walk (path) order.
 
     The calling thread walks and reads; with ``threads > 1`` the scans run in worker threads
     (RE2 releases the GIL during a scan, so reading and scanning overlap). ``None`` chooses:
     two threads when scans are RE2-bound (no literal to look for), else one (``bytes.find``
-    and per-line work hold the GIL, and extra threads were measured slower).
+    and per-line work hold the GIL, and extra threads were measured slower). ``join=False``
+    searches file by file, for files that most likely match (see ``search_chunk``).
     """
     stats = GrepStats()
     if threads is None:
@@ -496,7 +474,7 @@ def run_grep(
     try:
         if threads <= 1:
             for chunk in chunks:
-                if not deliver(search_chunk(m, chunk)):
+                if not deliver(search_chunk(m, chunk, join)):
                     break
             return stats
         inflight: collections.deque[Future[list[FileMatches]]] = collections.deque()
@@ -506,7 +484,7 @@ def run_grep(
             try:
                 ok = True
                 for chunk in chunks:
-                    inflight.append(pool.submit(search_chunk, m, chunk))
+                    inflight.append(pool.submit(search_chunk, m, chunk, join))
                     while ok and len(inflight) > threads:
                         ok = deliver(inflight.popleft().result())
                     if not ok:

@@ -324,8 +324,10 @@ class Service:
             q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
             # with no required trigram the index still knows which files are text (binary
             # files are never opened) and spares the walk
+            narrowed = False
             if ix is not None and Walker(r.fs).would_list(start, "dir"):
                 used_index = True
+                narrowed = narrows(q)
                 source = _indexed_batches(r, ix, q, start)
             else:
                 source = Walker(r.fs, start, opts).batches()
@@ -336,6 +338,7 @@ class Service:
                 sink,
                 max_file_size=self.settings.max_file_size,
                 cancelled=lambda: token.cancelled,
+                join=not narrowed,
             )
             token.check()
             searched += stats.files_searched
@@ -895,6 +898,12 @@ def _path_filter(
         return not (exc is not None and exc.match_file(p))
 
     return keep
+
+
+def narrows(q: Q) -> bool:
+    """Whether an index's candidates for ``q`` are narrowed by trigrams: most of them then
+    match, and they are searched file by file rather than in joined chunks."""
+    return q.op != "all"
 
 
 def _indexed_batches(r: Root, ix: Indexed, q: Q, start: bytes) -> Iterator[DirBatch]:
