@@ -90,6 +90,12 @@ def test_context_at_the_edges() -> None:
     assert first.before == () and first.after == (b"2", b"hit", b"4")
 
 
+@pytest.mark.parametrize("regex", [False, True])
+def test_a_pattern_with_a_line_break_is_refused_as_ripgrep_does(regex: bool) -> None:
+    # (the literal fast path would otherwise match across a line end, and RE2 never would)
+    assert error_code(Matcher, GrepQuery("foo\nbar", regex=regex)) == "invalid_pattern"
+
+
 def test_invalid_regex_is_invalid_pattern() -> None:
     for bad in ("(", "a{2,1}", r"(?<=x)y", r"(a)\1"):
         assert error_code(Matcher, GrepQuery(bad, regex=True)) == "invalid_pattern"

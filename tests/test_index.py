@@ -297,6 +297,28 @@ def test_ignore_file_edits_while_serving(
     wait_until(lambda: agree("fn_edited_later") == [f"{where}gen/g.py"], 5)
 
 
+def test_a_hard_link_changes_with_the_file_it_names(
+    tree: Path, serving: tuple[Root, IndexManager, Service, Service]
+) -> None:
+    r, manager, svc, live = serving
+    os.link(tree / "p1" / "m1.py", tree / "p2" / "also_m1.py")
+    index = manager.get(r.path).index
+    assert index is not None
+    wait_until(lambda: b"p2/also_m1.py" in index.entries and not manager.get(r.path).dirty)
+    with open(tree / "p1" / "m1.py", "a") as f:  # written through one name only
+        f.write("def through_one_name():\n")
+
+    def indexed() -> list[str] | None:
+        res = svc.grep([r], Token(), pattern="through_one_name")
+        folded = res.index_used and not manager.get(r.path).dirty
+        return [m.path for m in res.matches] if folded else None
+
+    wait_until(lambda: indexed() == ["p1/m1.py", "p2/also_m1.py"], 5)
+    assert [m.path for m in live.grep([r], Token(), pattern="through_one_name").matches] == [
+        "p1/m1.py", "p2/also_m1.py"
+    ]  # fmt: skip
+
+
 def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_path: Path) -> None:
     r = pin_root(str(tree))
     manager = IndexManager(str(tmp_path / "cache"))

@@ -196,6 +196,11 @@ class Matcher:
     ``prefilter`` is a literal every matching line contains (None when there is none)."""
 
     def __init__(self, q: GrepQuery) -> None:
+        if "\n" in q.pattern:
+            raise InvalidPattern(
+                "the pattern holds a line break, and grep matches within one line: search "
+                "for each line of it separately"
+            )
         self.query = q
         raw = q.pattern.encode("utf-8", "surrogateescape")
         self._literal: bytes | None = None

@@ -226,7 +226,7 @@ class Service:
         if self.indexes is None:
             return None
         ix = self.indexes.get(r.path)
-        if ix is None or ix.state != "ready" or ix.index is None:
+        if ix is None or ix.state != "ready" or ix.index is None or not ix.answers_exactly():
             return None
         return ix
 

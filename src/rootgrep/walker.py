@@ -205,7 +205,10 @@ class Walker:
         memo: dict[bytes, tuple[dict[bytes, str], list[_Level]] | None] = {}
         out: set[bytes] = set()
         for rel in paths:
-            comps = [c for c in confine.split_relpath(rel) if c != b"."]
+            try:
+                comps = [c for c in confine.split_relpath(rel) if c != b"."]
+            except RootgrepError:
+                continue  # not a path a walk could produce (e.g. longer than PATH_MAX)
             if not comps:
                 if kind == "dir":
                     out.add(rel)

@@ -19,8 +19,9 @@ from typing import Literal
 from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
 from ..roots import Root
-from ..walker import Walker
+from ..walker import IGNORE_FILES, Walker
 from .store import (
+    Progress,
     RootIndex,
     SyncStats,
     WriterBusy,
@@ -54,12 +55,23 @@ class Indexed:
     last_sync: SyncStats | None = None
     watching: threading.Event = field(default_factory=threading.Event)  # watches are in place
     watch_ok: bool = True  # False: changes may go unseen, so the index never answers grep
+    folding: bool = True  # False: the fold loop died, so changes are no longer folded in
+    rescan_at: float = 0.0  # when a full re-sync was last asked for (reader mode waits for one)
     rescan: threading.Event = field(default_factory=threading.Event)  # events were lost
     marked: set[bytes] = field(default_factory=set)  # marks made since a fold began
 
     def dirty_snapshot(self) -> set[bytes]:
         with self.lock:
             return set(self.dirty)
+
+    def answers_exactly(self) -> bool:
+        """Whether the index plus the dirty set give grep's exact answer right now: no full
+        re-sync is pending (events were lost) and no ignore-file edit waits to be folded
+        (until then the index would still hold the files it now ignores)."""
+        if self.rescan.is_set():
+            return False
+        with self.lock:
+            return not any(p.rpartition(b"/")[2] in IGNORE_FILES for p in self.dirty)
 
     def mark(self, paths: set[bytes]) -> None:
         """The watcher saw these paths change: dirty until a fold that started after now."""
@@ -239,6 +251,7 @@ class IndexManager:
                     return
         except Exception as e:  # an index is an optimisation: grep falls back to live
             log.warning("indexing %r failed: %r", ix.root_path, e)
+            ix.folding = False  # (nothing folds changes in any more: never "ready" again)
             ix.state = "off"
             ix.error = f"{type(e).__name__}: {e}"
             ix.built.set()
@@ -249,6 +262,8 @@ class IndexManager:
         ix.role = "reader"
         while not ix.stop.is_set():
             index.reload()
+            if ix.rescan.is_set() and (index.synced_at or 0.0) > ix.rescan_at:
+                ix.rescan.clear()  # the writer has re-synced in full since events were lost
             if index.ready:
                 ix.state = self._fresh(ix)
                 ix.built.set()
@@ -265,28 +280,38 @@ class IndexManager:
 
     def flush(self, ix: Indexed) -> SyncStats | None:
         """Fold the dirty files into the index; they stay dirty (scanned live) until then.
-        After the watcher lost events, a full re-sync. A path marked again while the fold runs
-        stays dirty (the fold may have read it before that change)."""
-        with ix.lock:
-            pending = set(ix.dirty)
-            ix.marked.clear()
+        After the watcher lost events, a full re-sync."""
         if ix.index is None:
             return None
         if ix.rescan.is_set():
-            ix.rescan.clear()
             log.info("re-syncing %r in full: the watcher lost events", ix.root_path)
-            stats = ix.index.sync(ix.fs, cancelled=ix.stop.is_set)
-        elif pending:
-            stats = ix.index.sync(ix.fs, only=pending, cancelled=ix.stop.is_set)
-        else:
+            return self._fold(ix, ix.index, full=True)
+        if not ix.dirty:
             return None
+        return self._fold(ix, ix.index, full=False)
+
+    @staticmethod
+    def _fold(
+        ix: Indexed, index: RootIndex, *, full: bool, progress: Progress | None = None
+    ) -> SyncStats:
+        """Sync the dirty paths (or, ``full``, the whole tree), then forget the marks it
+        covered. A path marked again while the sync runs stays dirty: the sync may have read
+        it before that change."""
+        with ix.lock:
+            pending = set(ix.dirty)
+            ix.marked.clear()
+        if full:
+            ix.rescan.clear()
+            stats = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+        else:
+            stats = index.sync(ix.fs, only=pending, cancelled=ix.stop.is_set)
         with ix.lock:
             ix.dirty -= pending - ix.marked
         return stats
 
     def _fresh(self, ix: Indexed) -> State:
         """The state of a built index: ready only while a working watcher keeps it fresh."""
-        return "ready" if self.watch and ix.watch_ok else "stale"
+        return "ready" if self.watch and ix.watch_ok and ix.folding else "stale"
 
     def _watch(self, ix: Indexed) -> None:
         try:
@@ -317,6 +342,7 @@ class IndexManager:
                 marks = watcher.poll(0.05)
                 if watcher.overflowed:  # (the watcher has re-made its watches)
                     watcher.overflowed = False
+                    ix.rescan_at = time.time()
                     ix.rescan.set()
                 if marks:
                     ix.mark(marks)
@@ -334,6 +360,13 @@ class IndexManager:
                 rel = strip_prefix(os.fsencode(path), ix.root_path)
                 if rel:
                     marks.add(b"/".join(rel))
+            # it names paths, not what they are: a directory that appeared (its files were
+            # not named) or an edited ignore file ask for a full re-sync
+            if any(p.rpartition(b"/")[2] in IGNORE_FILES for p in marks) or Walker(ix.fs).listed(
+                marks, kind="dir"
+            ):
+                ix.rescan_at = time.time()
+                ix.rescan.set()
             ix.mark(marks)
 
     def wait_built(self, root_path: bytes, timeout: float | None = None) -> bool:
@@ -353,13 +386,11 @@ class IndexManager:
         if ix.index is None:
             raise IndexUnavailable(f"the index could not be opened: {ix.error or 'unknown'}")
         try:
-            stats = ix.index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
+            stats = self._fold(ix, ix.index, full=True, progress=progress)
         except WriterBusy:
             raise IndexUnavailable(
                 "another process (rootgrep daemon) is writing this index; it keeps it fresh"
             ) from None
-        with ix.lock:
-            ix.dirty.clear()
         ix.state = self._fresh(ix)
         ix.built.set()
         return stats

@@ -655,10 +655,14 @@ def _snippet_lines(gen: SnippetGenerator, doc: Document) -> list[tuple[int, str]
 
 def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[bytes]:
     """``paths`` plus every indexed file below those of them that are not indexed files (a
-    directory that was moved, deleted or changed: its files must be looked at again)."""
+    directory that was moved, deleted or changed: its files must be looked at again), and
+    every other name of an indexed file among them (a hard link changes with it)."""
     prefixes = tuple(p + b"/" for p in paths if p not in entries)
-    if prefixes:
-        paths.update(p for p in entries if p.startswith(prefixes))
+    inos = {entries[p].ino for p in paths if p in entries}
+    if prefixes or inos:
+        paths.update(
+            p for p, e in entries.items() if e.ino in inos or (prefixes and p.startswith(prefixes))
+        )
     return paths
 
 

@@ -152,11 +152,12 @@ class TreeWatcher:
         if self.overflowed:
             self.reset()
             return marks
-        # directories that went away first, then those that appeared: an exchange of two
-        # directories (or a name reused within the batch) ends with both watched
+        # directories that went away first, then those that appeared, and a name that went
+        # away is looked at again: another directory may have taken it (an exchange of two,
+        # even one whose events straddle two polls, ends with both watched)
         for d in gone:
             self.drop(d)
-        for d in fresh:
+        for d in fresh | gone:
             marks |= self.add(d)
         return marks
 
