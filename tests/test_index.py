@@ -17,7 +17,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rootgrep.index.manager import IndexManager
-from rootgrep.index.store import RootIndex, _dir_bytes, index_dir_for, prune_cache
+from rootgrep.index.store import (
+    STATE_FILE,
+    Entry,
+    RootIndex,
+    _dir_bytes,
+    index_dir_for,
+    prune_cache,
+    read_state,
+    write_state,
+)
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 from support import RG
@@ -319,6 +328,30 @@ def test_a_hard_link_changes_with_the_file_it_names(
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("synced_at", [None, 1764500000.25])
+def test_the_state_file_round_trips_and_refuses_a_torn_copy(
+    tmp_path: Path, synced_at: float | None
+) -> None:
+    entries = {
+        b"a.py": Entry(1, 10, 1_700_000_000_123_456_789, 42),
+        b"dir/\xff\nodd name": Entry(0, 0, -5, 2**63 + 7, pending=True),  # not text, pending
+        b"": Entry(3, 2**40, 0, 1),
+    }
+    path = str(tmp_path / STATE_FILE)
+    write_state(path, entries, synced_at)
+    got = read_state(path)
+    assert got is not None
+    back, when = got
+    assert when == synced_at
+    assert {p: (e.fid, e.size, e.mtime_ns, e.ino, e.pending) for p, e in back.items()} == {
+        p: (e.fid, e.size, e.mtime_ns, e.ino, e.pending) for p, e in entries.items()
+    }
+    data = Path(path).read_bytes()
+    for torn in (data[:-1], data[: len(data) // 2], data + b"x", b"", b"not a state"):
+        Path(path).write_bytes(torn)
+        assert read_state(path) is None
+
+
 def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_path: Path) -> None:
     r = pin_root(str(tree))
     manager = IndexManager(str(tmp_path / "cache"))
@@ -343,7 +376,16 @@ def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_p
 BUILD_SCRIPT = """
 import sys
 from rootgrep.roots import pin_root
-from rootgrep.index.store import RootIndex, _dir_bytes, index_dir_for, prune_cache
+from rootgrep.index.store import (
+    STATE_FILE,
+    Entry,
+    RootIndex,
+    _dir_bytes,
+    index_dir_for,
+    prune_cache,
+    read_state,
+    write_state,
+)
 r = pin_root(sys.argv[1])
 ix = RootIndex(sys.argv[2], r.path)
 print("start", flush=True)

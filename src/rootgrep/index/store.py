@@ -1,11 +1,12 @@
 """The per-root Tantivy store: schema, on-disk layout, sync, and queries.
 
 Layout (one folder per root under the cache dir, named by a hash of the root's canonical path):
-``manifest.json`` (schema version, root path), ``tantivy/`` (the index), ``state.json`` (what
-each indexed file's (size, mtime_ns, inode) and file id were). A file's id (``fid``, a fast
-field) maps a hit back to its path without fetching stored documents.
+``manifest.json`` (schema version, root path), ``tantivy/`` (the index), ``state.bin`` (what
+each indexed file's (size, mtime_ns, inode) and file id were; a compact binary file, since it
+is rewritten at every commit and read by every process that follows the index). A file's id
+(``fid``, a fast field) maps a hit back to its path without fetching stored documents.
 
-Crash safety: before each commit, ``state.json`` is rewritten as the union of the committed and
+Crash safety: before each commit, ``state.bin`` is rewritten as the union of the committed and
 the new entries, the new ones marked pending; after the commit it is rewritten without the
 pending marks and without deleted files. A crash at any moment leaves a state that names every
 document the index may hold, and pending entries are re-read by the next sync. Tantivy's commits
@@ -21,9 +22,11 @@ import base64
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
+import struct
 import tempfile
 import threading
 import time
@@ -49,7 +52,11 @@ from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
 from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
 from .plan import Q
 
-SCHEMA_VERSION = 2  # 2: trigrams keep their case
+SCHEMA_VERSION = 3  # 2: trigrams keep their case; 3: the state file is binary
+STATE_FILE = "state.bin"
+_STATE_MAGIC = b"rootgrep-state-1\n"
+_STATE_HEAD = struct.Struct("<dI")  # synced_at (NaN: never), number of entries
+_STATE_ENTRY = struct.Struct("<QQqQBI")  # fid, size, mtime_ns, inode, pending, path length
 WRITER_HEAP = 192_000_000
 WRITER_THREADS = 2
 TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kept (see plan.py)
@@ -94,11 +101,10 @@ class CachedIndex:
 
     def summary(self) -> tuple[int, int, int, float | None]:
         """(files indexed, bytes of text, files pending, synced_at) from its state file."""
-        state = _read_json(os.path.join(self.dir, "state.json")) or {}
-        files = state.get("files", [])
-        indexed = [e for e in files if e[1]]
-        pending = sum(1 for e in files if e[5])
-        return len(indexed), sum(e[2] for e in indexed), pending, state.get("synced_at")
+        entries, synced_at = read_state(os.path.join(self.dir, STATE_FILE)) or ({}, None)
+        indexed = [e for e in entries.values() if e.fid]
+        pending = sum(1 for e in entries.values() if e.pending)
+        return len(indexed), sum(e.size for e in indexed), pending, synced_at
 
 
 def cached_indexes(cache_dir: str) -> list[CachedIndex]:
@@ -215,7 +221,7 @@ class RootIndex:
     synced_at: float | None = field(init=False, default=None)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # state swaps
     _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    _state_stamp: int = field(init=False, default=-1)
+    _state_stamp: tuple[int, int, int] | None = field(init=False, default=(-1, -1, -1))
     _writer: Any = field(init=False, default=None)
     _order: tuple[dict[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
@@ -227,7 +233,8 @@ class RootIndex:
         self.schema = _schema()
         if not self._manifest_ok():
             shutil.rmtree(os.path.join(self.dir, "tantivy"), ignore_errors=True)
-            _unlink(os.path.join(self.dir, "state.json"))
+            for old in (STATE_FILE, "state.json"):  # (schema 1 and 2 kept it as JSON)
+                _unlink(os.path.join(self.dir, old))
         os.makedirs(os.path.join(self.dir, "tantivy"), exist_ok=True)
         self.index = Index(self.schema, path=os.path.join(self.dir, "tantivy"), reuse=True)
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
@@ -257,27 +264,23 @@ class RootIndex:
         )
 
     def _load_state(self) -> None:
-        raw = _read_json(os.path.join(self.dir, "state.json")) or {"files": [], "synced_at": None}
-        entries: dict[bytes, Entry] = {}
-        for p, fid, size, mtime, ino, pending in raw.get("files", []):
-            entries[base64.b64decode(p)] = Entry(fid, size, mtime, ino, bool(pending))
+        entries, synced_at = read_state(os.path.join(self.dir, STATE_FILE)) or ({}, None)
         self.entries = entries
         self.paths = {e.fid: p for p, e in entries.items() if e.fid}
         self.next_fid = max(self.paths, default=0) + 1
-        self.synced_at = raw.get("synced_at")
+        self.synced_at = synced_at
 
     def _save_state(self, entries: dict[bytes, Entry], synced_at: float | None) -> None:
-        files = [
-            [_b64(p), e.fid, e.size, e.mtime_ns, e.ino, int(e.pending)] for p, e in entries.items()
-        ]
-        _atomic_json(os.path.join(self.dir, "state.json"), {"files": files, "synced_at": synced_at})
+        write_state(os.path.join(self.dir, STATE_FILE), entries, synced_at)
 
     def reload(self) -> None:
         """Pick up commits (also another process's) and the state that goes with them."""
         try:
-            stamp = os.stat(os.path.join(self.dir, "state.json")).st_mtime_ns
+            st = os.stat(os.path.join(self.dir, STATE_FILE))
+            # (each write replaces the file: a new inode, even within one timestamp tick)
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
         except OSError:
-            stamp = 0
+            stamp = None
         with self._lock:
             self.index.reload()
             if stamp != self._state_stamp:
@@ -666,6 +669,42 @@ def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[byt
     return paths
 
 
+def write_state(path: str, entries: dict[bytes, Entry], synced_at: float | None) -> None:
+    """The state file, written atomically: a header, one fixed-size record per entry, then
+    every path's bytes in the same order."""
+    pack = _STATE_ENTRY.pack
+    records = b"".join(
+        pack(e.fid, e.size, e.mtime_ns, e.ino, e.pending, len(p)) for p, e in entries.items()
+    )
+    head = _STATE_HEAD.pack(math.nan if synced_at is None else synced_at, len(entries))
+    _atomic_write(path, b"".join((_STATE_MAGIC, head, records, *entries)))
+
+
+def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
+    """The entries and ``synced_at`` of a state file; None when it is missing or not whole."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if not data.startswith(_STATE_MAGIC):
+        return None
+    try:
+        off = len(_STATE_MAGIC)
+        synced_at, n = _STATE_HEAD.unpack_from(data, off)
+        off += _STATE_HEAD.size
+        at = off + n * _STATE_ENTRY.size
+        entries: dict[bytes, Entry] = {}
+        for fid, size, mtime_ns, ino, pending, length in _STATE_ENTRY.iter_unpack(data[off:at]):
+            entries[data[at : at + length]] = Entry(fid, size, mtime_ns, ino, bool(pending))
+            at += length
+    except struct.error:
+        return None
+    if at != len(data) or len(entries) != n:
+        return None
+    return entries, None if math.isnan(synced_at) else synced_at
+
+
 def _b64(b: bytes) -> str:
     return base64.b64encode(b).decode()
 
@@ -676,11 +715,15 @@ def _unlink(path: str) -> None:
 
 
 def _atomic_json(path: str, obj: object) -> None:
+    _atomic_write(path, json.dumps(obj, separators=(",", ":")).encode())
+
+
+def _atomic_write(path: str, data: bytes) -> None:
     d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, separators=(",", ":"))
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
