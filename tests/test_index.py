@@ -376,16 +376,7 @@ def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_p
 BUILD_SCRIPT = """
 import sys
 from rootgrep.roots import pin_root
-from rootgrep.index.store import (
-    STATE_FILE,
-    Entry,
-    RootIndex,
-    _dir_bytes,
-    index_dir_for,
-    prune_cache,
-    read_state,
-    write_state,
-)
+from rootgrep.index.store import RootIndex
 r = pin_root(sys.argv[1])
 ix = RootIndex(sys.argv[2], r.path)
 print("start", flush=True)
