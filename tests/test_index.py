@@ -29,6 +29,7 @@ from rootgrep.index.store import (
 )
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
+from rootgrep.walker import list_files
 from support import RG
 
 
@@ -444,3 +445,82 @@ def test_cache_is_bounded_least_recently_used_first(tmp_path: Path) -> None:
     finally:
         for r in roots:
             r.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 11])  # 11 found the hard-link gap
+def test_random_changes_while_serving_keep_indexed_grep_exact(tmp_path: Path, seed: int) -> None:
+    """A seeded storm of creations, edits, deletions, renames and moves of files and
+    directories, hard links and ignore-file edits, made while serving: after each burst, once
+    the watcher has caught up, indexed grep equals live grep, and after the fold the index
+    holds exactly the files a walk lists."""
+    rnd = random.Random(seed)
+    root = tmp_path / "storm"
+    root.mkdir()
+    words = ["alpha", "beta", "gamma", "Delta", "needle"]
+    r = pin_root(str(root))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        svc, live = Service([r], Settings(), indexes=manager), Service([r], Settings())
+
+        def dirs() -> list[Path]:
+            return [root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]
+
+        def files() -> list[Path]:
+            return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+
+        def text() -> str:
+            return "\n".join(" ".join(rnd.choices(words, k=3)) for _ in range(rnd.randint(1, 4)))
+
+        def step() -> None:
+            op = rnd.randrange(9)
+            if op <= 2 or not files():  # a new file, in a new directory now and then
+                d = rnd.choice(dirs())
+                if rnd.random() < 0.3:
+                    d = d / f"d{rnd.randrange(100)}"
+                    d.mkdir(exist_ok=True)
+                (d / f"f{rnd.randrange(1000)}.txt").write_text(text())
+            elif op == 3:
+                rnd.choice(files()).write_text(text())
+            elif op == 4:
+                rnd.choice(files()).unlink()
+            elif op == 5:
+                f = rnd.choice(files())
+                f.rename(rnd.choice(dirs()) / f"m{rnd.randrange(1000)}.txt")
+            elif op == 6 and len(dirs()) > 1:
+                d = rnd.choice(dirs()[1:])
+                dest = rnd.choice(dirs()) / f"moved{rnd.randrange(100)}"
+                if not dest.exists() and not str(dest).startswith(str(d)):
+                    d.rename(dest)
+            elif op == 7:
+                f = rnd.choice(files())
+                link = rnd.choice(dirs()) / f"h{rnd.randrange(1000)}.txt"
+                if not link.exists():
+                    os.link(f, link)
+            else:  # ignore rules that come and go
+                d = rnd.choice(dirs())
+                rules = rnd.choice(["", "m*.txt\n", "d1*/\n", "*.txt\n!f*.txt\n"])
+                (d / ".gitignore").write_text(rules)
+
+        def agree(pattern: str) -> bool:
+            res = svc.grep([r], Token(), pattern=pattern, max_results=1000)
+            want = live.grep([r], Token(), pattern=pattern, max_results=1000)
+            if not res.index_used:
+                return False  # (not caught up yet: an ignore edit is still being folded)
+            return [(m.path, m.line) for m in res.matches] == [
+                (m.path, m.line) for m in want.matches
+            ]
+
+        for _burst in range(6):
+            for _ in range(rnd.randint(3, 12)):
+                step()
+            for pattern in ("needle", "alpha beta", "Delta"):
+                wait_until(lambda p=pattern: agree(p), 10)
+        wait_until(lambda: not manager.get(r.path).dirty, 10)
+        index = manager.get(r.path).index
+        assert index is not None
+        wait_until(lambda: set(index.paths.values()) == set(list_files(r.fs)), 10)
+    finally:
+        manager.close()
+        r.close()

@@ -339,7 +339,9 @@ class RootIndex:
                 before = len(new)
                 walked: list[bytes] = []  # every file found (a list: cheaper than a set)
                 known = 0  # how many of them the index already had
-                files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only)
+                files = (
+                    self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, new)
+                )
                 get, found = new.get, walked.append
                 for dirfd, entries in files:
                     for name, rel, st in entries:
@@ -439,16 +441,29 @@ class RootIndex:
                 yield batch.fd, batch.files
 
     def _stat_each(
-        self, fs: Beneath, paths: Iterable[bytes]
+        self, fs: Beneath, paths: Iterable[bytes], entries: dict[bytes, Entry]
     ) -> Iterable[tuple[int, list[FileEntry]]]:
+        """(directory fd, files with their stats) for ``paths``, then for every other indexed
+        name of the same files (a hard link made or written through one name changes them
+        all, and the watcher only names the one it saw)."""
         walked = Walker(fs).listed(paths)  # (what a full walk would not reach is gone)
-        for batch in path_batches(fs, sorted(walked, key=order_key)):
+        inos: set[int] = set()
+        yield from self._stat_batches(fs, walked, inos)
+        others = {p for p, e in entries.items() if e.ino in inos and p not in walked}
+        if others:
+            yield from self._stat_batches(fs, Walker(fs).listed(others), set())
+
+    def _stat_batches(
+        self, fs: Beneath, paths: set[bytes], inos: set[int]
+    ) -> Iterable[tuple[int, list[FileEntry]]]:
+        for batch in path_batches(fs, sorted(paths, key=order_key)):
             with batch:
                 files: list[FileEntry] = []
                 for fe in batch.files:
                     st = confine.stat_regular_at(batch.fd, fe.name)
                     if st is not None and st.st_size <= self.max_file_size:
                         files.append(FileEntry(fe.name, fe.path, st))
+                        inos.add(st.st_ino)
                 if files:
                     yield batch.fd, files
 
