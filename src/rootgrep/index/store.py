@@ -48,6 +48,7 @@ from tantivy import (
 
 from .. import confine
 from ..confine import Beneath, display
+from ..errors import RootgrepError
 from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
 from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
 from .plan import Q
@@ -446,9 +447,17 @@ class RootIndex:
         """(directory fd, files with their stats) for ``paths``, then for every other indexed
         name of the same files (a hard link made or written through one name changes them
         all, and the watcher only names the one it saw)."""
+        paths = set(paths)
         walked = Walker(fs).listed(paths)  # (what a full walk would not reach is gone)
         inos: set[int] = set()
         yield from self._stat_batches(fs, walked, inos)
+        for rel in paths - walked:  # a name a walk skips (ignored, hidden) may be a link too
+            try:
+                st = fs.stat(rel, follow=False)
+            except (OSError, RootgrepError):
+                continue
+            if confine.stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                inos.add(st.st_ino)
         others = {p for p, e in entries.items() if e.ino in inos and p not in walked}
         if others:
             yield from self._stat_batches(fs, Walker(fs).listed(others), set())
