@@ -149,8 +149,8 @@ def test_a_file_written_without_pause_does_not_hold_the_watcher(
 
     stop = threading.Event()
 
-    def write() -> None:  # every 2 ms for 3 s (or until told to stop)
-        end = time.monotonic() + 3
+    def write() -> None:  # every 2 ms until told to stop (at most 60 s)
+        end = time.monotonic() + 60
         with open(tree / "top.py", "a") as f:
             while not stop.is_set() and time.monotonic() < end:
                 f.write("x")
@@ -160,10 +160,8 @@ def test_a_file_written_without_pause_does_not_hold_the_watcher(
     t = threading.Thread(target=write)
     t.start()
     try:
-        time.sleep(0.05)
-        started = time.monotonic()
-        assert b"top.py" in watcher.poll(1)
-        assert time.monotonic() - started < 2.0  # not for as long as the writer writes
+        assert b"top.py" in watcher.poll(5)
+        assert t.is_alive()  # the poll came back while the writes were still going on
     finally:
         stop.set()
         t.join()
