@@ -353,6 +353,41 @@ def test_the_state_file_round_trips_and_refuses_a_torn_copy(
         assert read_state(path) is None
 
 
+def test_where_inotify_cannot_be_used_watchfiles_keeps_the_index_fresh(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rootgrep.index.manager as manager_module
+
+    def no_inotify(fs: object) -> object:
+        raise OSError(38, "inotify unavailable here")  # (as on a kernel without it)
+
+    monkeypatch.setattr(manager_module, "TreeWatcher", no_inotify)
+    r = pin_root(str(tree))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60) and manager.get(r.path).state == "ready"
+        svc, live = Service([r], Settings(), indexes=manager), Service([r], Settings())
+
+        def agree(pattern: str) -> list[str] | None:
+            res = svc.grep([r], Token(), pattern=pattern)
+            want = [m.path for m in live.grep([r], Token(), pattern=pattern).matches]
+            got = [m.path for m in res.matches]
+            return got if res.index_used and got == want else None
+
+        (tree / "p1" / "m5.py").write_text("def edited_meanwhile():\n")
+        (tree / "newdir" / "deep").mkdir(parents=True)  # a directory: a full re-sync
+        (tree / "newdir" / "deep" / "n.py").write_text("def in_a_new_dir():\n")
+        (tree / ".gitignore").write_text("p2/\n")  # an ignore file: a full re-sync too
+        wait_until(lambda: agree("edited_meanwhile") == ["p1/m5.py"], 10)
+        wait_until(lambda: agree("in_a_new_dir") == ["newdir/deep/n.py"], 10)
+        wait_until(lambda: agree("def fn_") is not None and not manager.get(r.path).dirty, 10)
+        assert not any(p.startswith("p2/") for p in agree("def fn_") or [])
+    finally:
+        manager.close()
+        r.close()
+
+
 def test_removed_root_stops_indexing_and_a_readded_one_resyncs(tree: Path, tmp_path: Path) -> None:
     r = pin_root(str(tree))
     manager = IndexManager(str(tmp_path / "cache"))
