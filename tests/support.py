@@ -88,3 +88,16 @@ def make_chain(
         os.close(os.open(leaf, os.O_CREAT | os.O_WRONLY, dir_fd=fd))
     finally:
         os.close(fd)
+
+
+def start_daemon(tree: Path, cache: Path) -> subprocess.Popen[str]:
+    """``rootgrep daemon TREE`` with its cache in ``cache``, once it says it is watching."""
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(cache)}
+    daemon = subprocess.Popen([ROOTGREP, "daemon", str(tree)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert daemon.stderr is not None
+    while "watching" not in (line := daemon.stderr.readline()):
+        if not line:
+            stop(daemon)
+            raise AssertionError("the daemon exited")
+    return daemon

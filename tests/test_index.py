@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rootgrep.index.manager import IndexManager
+from rootgrep.index.plan import Q
 from rootgrep.index.store import (
     STATE_FILE,
     Entry,
@@ -204,6 +205,32 @@ def test_incremental_sync_reads_only_what_changed(tree: Path, tmp_path: Path) ->
         # a reopened index (another process, or after a restart) knows what it holds
         ix2 = RootIndex(str(tmp_path / "cache"), r.path)
         assert ix2.sync(r.fs).read == 0 and ix2.file_count == 40
+    finally:
+        r.close()
+
+
+def test_a_state_with_two_files_under_one_id_is_rebuilt_not_served(
+    tree: Path, tmp_path: Path
+) -> None:
+    r = pin_root(str(tree))
+    try:
+        cache = str(tmp_path / "cache")
+        ix = RootIndex(cache, r.path)
+        ix.sync(r.fs)
+        state = os.path.join(ix.dir, STATE_FILE)
+        entries, synced_at = read_state(state)  # type: ignore[misc]
+        a, b = sorted(entries)[:2]
+        entries[b] = Entry(entries[a].fid, entries[b].size, entries[b].mtime_ns, entries[b].ino)
+        write_state(state, entries, synced_at)  # what the reload race of issue 8 wrote
+        reopened = RootIndex(cache, r.path)
+        assert reopened.corrupt and reopened.file_count == 0  # never served as it is
+        st = reopened.sync(r.fs)
+        assert st.read == 40 and reopened.file_count == 40
+        again = read_state(state)
+        assert again is not None
+        fids = [e.fid for e in again[0].values() if e.fid]
+        assert len(fids) == len(set(fids)) == 40
+        assert sorted(reopened.candidates(Q("all"))) == sorted(list_files(r.fs))
     finally:
         r.close()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from rootgrep.index.manager import IndexManager
 from rootgrep.roots import pin_root
 from rootgrep.service import Service, Settings, Token
-from support import ROOTGREP, stop
+from support import ROOTGREP, start_daemon, stop
 
 
 def run(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
@@ -62,15 +62,10 @@ def wait_until(pred, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-
 def test_a_daemon_writes_and_a_server_process_reads(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "tree")
     cache = tmp_path / "cache"
-    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(cache)}
-    daemon = subprocess.Popen([ROOTGREP, "daemon", str(tree)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    daemon = start_daemon(tree, cache)
     r = pin_root(str(tree))
     manager = IndexManager(str(cache))
     try:
-        assert daemon.stderr is not None
-        while "watching" not in (line := daemon.stderr.readline()):
-            assert line, "the daemon exited"
         ix = manager.activate(r, 0)
         assert ix is not None
         wait_until(lambda: ix.state == "ready")

@@ -208,7 +208,7 @@ def _index_parser(verb: str) -> argparse.ArgumentParser:
 def _index(args: argparse.Namespace, watch: bool) -> int:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from .index.store import RootIndex, WriterBusy, default_cache_dir
+    from .index.store import ForeignIndex, RootIndex, WriterBusy, default_cache_dir
 
     cache = args.cache_dir or default_cache_dir()
     roots = [pin_root(d) for d in args.dirs]
@@ -222,7 +222,13 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
         ) as bar:  # fmt: skip
             for r in roots:
                 task = bar.add_task(os.fsdecode(r.path), total=None)
-                ix = RootIndex(cache, r.path, max_file_size=args.max_file_size)
+                try:
+                    ix = RootIndex(
+                        cache, r.path, max_file_size=args.max_file_size, identity=r.fs.identity()
+                    )
+                except ForeignIndex as e:
+                    bar.update(task, description=f"{os.fsdecode(r.path)} ({e})")
+                    continue
 
                 def progress(done: int, total: int | None, _msg: str, task: Any = task) -> None:
                     bar.update(task, completed=done, total=total)

@@ -447,6 +447,12 @@ class Beneath:
         if fd >= 0:
             os.close(fd)
 
+    def identity(self) -> tuple[int, int]:
+        """(device, inode) of the pinned directory itself: what an index is bound to (the
+        same path may later name another directory)."""
+        st = os.fstat(self.fd)
+        return st.st_dev, st.st_ino
+
     # The root fd must never be closed while a call still uses it: a reused fd number would
     # silently point beneath another directory. Calls acquire the roots they use; a root that
     # leaves the effective set is retired, and closed when its last user releases it.

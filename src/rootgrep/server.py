@@ -14,6 +14,7 @@ every filesystem tool fails with ``no_roots``.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import threading
@@ -70,6 +71,7 @@ M = TypeVar("M", bound=BaseModel)
 STATE_KEY = "rootgrep.client_roots"
 ROOTS_ATTEMPTS = 3
 ROOTS_TIMEOUT = 2.0
+NOTIFY_TIMEOUT = 2.0  # a build's log notification to a client that does not read is dropped
 WRITE_TOOLS = frozenset(
     {"write_file", "edit_file", "create_directory", "move_path", "copy_path", "delete_path"}
 )
@@ -319,13 +321,24 @@ def _still_inside(roots: list[Root]) -> list[Root]:
 def _build_listener(session: Any) -> Callable[[str], None]:
     """Logging notifications about a background build, sent from the builder's thread to
     this client (best effort: a session that is gone simply hears nothing)."""
-    token = anyio.lowlevel.current_token()
+    loop = asyncio.get_running_loop()
+    sending: set[asyncio.Task[None]] = set()  # (held: the loop keeps only weak references)
+
+    async def send(message: str) -> None:
+        with anyio.move_on_after(NOTIFY_TIMEOUT):
+            await session.send_log_message("info", message, "rootgrep.index", None)
+
+    def post(message: str) -> None:  # (on the event loop)
+        if sending:  # one message in flight at a time: a slow client misses some, no more
+            return
+        task = loop.create_task(send(message))
+        sending.add(task)
+        task.add_done_callback(sending.discard)
 
     def listen(message: str) -> None:
-        anyio.from_thread.run(
-            partial(session.send_log_message, "info", message, "rootgrep.index", None),
-            token=token,
-        )
+        # the builder never waits for the client (it may hold the index's sync lock, and a
+        # client that does not read must not stall every call that needs that index)
+        loop.call_soon_threadsafe(post, message)
 
     return listen
 
@@ -434,9 +447,13 @@ def _register_tools(mcp: RootgrepServer, s: Service) -> None:
         """Bring the index of a root (or of every root) up to date now, re-reading only files
         that changed; sends progress notifications."""
 
+        async def report(done: int, total: int | None, message: str) -> None:
+            with anyio.move_on_after(NOTIFY_TIMEOUT):  # (the sync waits: never for long)
+                await ctx.report_progress(done, total, message=message)
+
         def progress(done: int, total: int | None, message: str) -> None:
             try:
-                anyio.from_thread.run(partial(ctx.report_progress, done, total, message=message))
+                anyio.from_thread.run(report, done, total, message)
             except Exception:  # progress is best effort
                 log.debug("progress notification failed", exc_info=True)
 

@@ -82,6 +82,7 @@ from .roots import Root, path_to_uri, resolve_target
 from .walker import DirBatch, Walker, WalkOptions, order_key, path_batches
 
 MAX_RESULTS_CAP = 1000
+SEARCH_CHECKS_PER_PAGE = 200  # hits checked against the disk for one page of search results
 LIST_PAGE = 500
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -228,7 +229,7 @@ class Service:
         ix = self.indexes.get(r.path)
         if ix is None or ix.state != "ready" or ix.index is None or not ix.answers_exactly():
             return None
-        return ix
+        return ix if _bound_to(ix, r) else None
 
     def index_info(self, r: Root) -> IndexInfo:
         ix = self.indexes.get(r.path) if self.indexes is not None else None
@@ -463,7 +464,7 @@ class Service:
                 continue
             if ix.state != "ready":
                 partial = True
-            if ix.index is None:
+            if ix.index is None or ix.index.foreign or not _bound_to(ix, r):
                 continue
             start = b"/".join(c for c in comps if c != b".")
             ranking = ix.index.rank(parsed)
@@ -477,17 +478,38 @@ class Service:
                 hits.append((score, ti, rel, r, addr, ranking))
         # a total order (score, then root, then path), so pages never overlap or skip
         hits.sort(key=lambda h: (-h[0], h[1], order_key(h[2])))
-        page = hits[offset : offset + limit]
-        results = [
-            SearchHit(
-                root=ref(r), path=display(rel), uri=file_uri(r, rel), score=round(score, 4),
-                snippets=[Snippet(line=n, text=t) for n, t in ranking.snippets(addr)],
-            )
-            for score, _ti, rel, r, addr, ranking in page
-        ]  # fmt: skip
-        more = len(hits) > offset + limit
-        nxt = encode_cursor("search", fp, o=offset + limit) if more else None
+        # what is shown comes from the file as it is now beneath the pinned root, never from
+        # the index's stored copy: a file that left the root (or changed into something that
+        # is not a text file) is not shown at all
+        results: list[SearchHit] = []
+        at = offset
+        budget = SEARCH_CHECKS_PER_PAGE
+        while at < len(hits) and len(results) < limit and budget > 0:
+            token.check()
+            score, _ti, rel, r, _addr, ranking = hits[at]
+            at += 1
+            budget -= 1
+            data = self._current_text(r, rel)
+            if data is None:
+                continue
+            results.append(
+                SearchHit(
+                    root=ref(r), path=display(rel), uri=file_uri(r, rel), score=round(score, 4),
+                    snippets=[Snippet(line=n, text=t) for n, t in ranking.snippets_of(data)],
+                )
+            )  # fmt: skip
+        more = at < len(hits)
+        nxt = encode_cursor("search", fp, o=at) if more else None
         return SearchResult(results=results, partial=partial, next_cursor=nxt)
+
+    def _current_text(self, r: Root, rel: bytes) -> bytes | None:
+        """A search hit's bytes as they are now beneath the root (at most what ``read_file``
+        returns in one call); None when it is no longer a text file there."""
+        try:
+            res = r.fs.read(confine.split_relpath(rel), max_bytes=self.settings.max_read_bytes)
+        except (RootgrepError, OSError):
+            return None
+        return res.data
 
     def reindex(
         self,
@@ -898,6 +920,15 @@ def _path_filter(
         return not (exc is not None and exc.match_file(p))
 
     return keep
+
+
+def _bound_to(ix: Indexed, r: Root) -> bool:
+    """Whether an index was made from the very directory this root has pinned (the same path
+    may name another directory since: moved away and replaced)."""
+    try:
+        return ix.identity == r.fs.identity()
+    except OSError:
+        return False
 
 
 def narrows(q: Q) -> bool:

@@ -293,7 +293,10 @@ async def test_search_and_reindex_with_progress(make_server, proj: Path, mode: s
         with anyio.fail_after(10):
             while not progress:  # notifications may trail the result
                 await anyio.sleep(0.02)
-        assert progress[0][0] == 500
+        assert progress[0][:2] == (0, None)  # the start
+        while progress[-1][1] is None:  # the end, with the total the walk found
+            await anyio.sleep(0.02)
+        assert progress[-1][0] == progress[-1][1] >= 632
         s = (await c.call_tool("search", {"query": "f3 needle ext:py"})).structured_content
         assert s["partial"] is False and s["results"]
         assert all(h["path"].endswith(".py") for h in s["results"])
@@ -322,3 +325,32 @@ async def test_search_without_an_index_says_so(make_server, proj: Path) -> None:
     async with connect(make_server([proj]), "legacy") as c:
         assert code(await c.call_tool("search", {"query": "needle"})) == "index_unavailable"
         assert code(await c.call_tool("reindex", {})) == "index_unavailable"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_reindex_of_an_unchanged_tree_reports_its_start_and_end(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    import anyio
+
+    tree = tmp_path / "small"
+    for i in range(400):
+        (tree / f"d{i % 10}").mkdir(parents=True, exist_ok=True)
+        (tree / f"d{i % 10}" / f"f{i}.txt").write_text(f"file {i}\n")
+    server = make_server([tree], index=True)
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async with connect(server, mode) as c:
+        first = await c.call_tool("reindex", {})
+        assert not first.is_error
+        r = await c.call_tool("reindex", {}, progress_callback=on_progress)  # nothing changed
+        assert r.structured_content["roots"][0]["updated"] == 0
+        with anyio.fail_after(10):  # (notifications may trail the result)
+            while not progress or progress[-1][1] is None:
+                await anyio.sleep(0.02)
+    assert progress[0][:2] == (0, None)
+    assert progress[-1][:2] == (400, 400)
+    assert all(m for _, _, m in progress)

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
@@ -33,6 +33,7 @@ from .watch import TreeWatcher
 log = logging.getLogger("rootgrep.index")
 State = Literal["off", "building", "ready", "stale"]
 FLUSH_SECONDS = 1.0
+TAKEOVER_SECONDS = 2.0  # how often a reader checks whether the writing process went away
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Indexed:
 
     root_path: bytes
     fs: Beneath  # the manager's own pin (a dup of the root's fd)
+    identity: tuple[int, int] = (0, 0)  # (device, inode) of that directory
     index: RootIndex | None = None
     state: State = "building"
     error: str | None = None
@@ -116,8 +118,15 @@ class IndexManager:
         the first build's progress, as short messages."""
         if not self.enabled:
             return None
+        identity = root.fs.identity()
+        stale: Indexed | None = None
         with self._lock:
             ix = self._roots.get(root.path)
+            if ix is not None and ix.identity != identity:
+                # another directory now stands at this path (moved away and replaced, or
+                # re-announced after a swap): the old index must not serve it
+                stale = self._roots.pop(root.path)
+                ix = None
             if ix is not None:
                 ix.users.add(owner)
                 if listener is not None and not ix.built.is_set():
@@ -127,10 +136,13 @@ class IndexManager:
                 os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
                 symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
             )  # fmt: skip
-            ix = Indexed(root.path, fs, users={owner})
+            ix = Indexed(root.path, fs, identity=identity, users={owner})
             if listener is not None:
                 ix.listeners.append(listener)
             self._roots[root.path] = ix
+        if stale is not None:
+            log.info("%r names another directory now; its old index is dropped", root.path)
+            self._stop(stale)
         t = threading.Thread(target=self._run, args=(ix,), name="rootgrep-index", daemon=True)
         ix.threads.append(t)
         if background:
@@ -151,6 +163,9 @@ class IndexManager:
             if ix.users:
                 return
             del self._roots[root_path]
+        self._stop(ix, wait=wait)
+
+    def _stop(self, ix: Indexed, *, wait: bool = False) -> None:
         ix.stop.set()
         ix.state = "off"
         if wait:
@@ -209,7 +224,9 @@ class IndexManager:
             tell(f"indexing {shown}: {done} files read")
 
         try:
-            kw = {"max_file_size": self.max_file_size} if self.max_file_size else {}
+            kw: dict[str, Any] = {"identity": ix.identity}
+            if self.max_file_size:
+                kw["max_file_size"] = self.max_file_size
             try:
                 index = RootIndex(self.cache_dir, ix.root_path, hold_writer=self.hold_writer, **kw)
             except WriterBusy:
@@ -223,32 +240,34 @@ class IndexManager:
                 w.start()
                 # the build walks after the watches exist, so no change falls between the two
                 ix.watching.wait(60)
-            try:
-                if index.writer_busy():
-                    raise WriterBusy("another process writes this index")
-                with self._builds:
+            while not ix.stop.is_set():
+                try:
+                    if index.writer_busy():
+                        raise WriterBusy("another process writes this index")
+                    with self._builds:
+                        if ix.stop.is_set():
+                            return
+                        ix.role = "writer"
+                        ix.last_sync = index.sync(
+                            ix.fs, progress=progress, cancelled=ix.stop.is_set
+                        )
                     if ix.stop.is_set():
                         return
-                    ix.last_sync = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
-            except WriterBusy:
-                self._follow(ix, index)  # another process (a daemon) writes this index
-                return
-            if ix.stop.is_set():
-                return
-            ix.state = self._fresh(ix)
-            if ix.last_sync is not None:
-                st = ix.last_sync
-                tell(f"index of {shown} ready: {st.files} files ({st.read} read, "
-                     f"{st.elapsed_ms / 1000:.1f} s)")  # fmt: skip
-            ix.listeners.clear()
-            ix.built.set()
-            self.prune()
-            while self.watch and not ix.stop.wait(FLUSH_SECONDS):
-                try:
-                    self.flush(ix)
-                except WriterBusy:  # a daemon took over the writing: follow it
-                    self._follow(ix, index)
+                    ix.state = self._fresh(ix)
+                    if ix.last_sync is not None:
+                        st = ix.last_sync
+                        tell(f"index of {shown} ready: {st.files} files ({st.read} read, "
+                             f"{st.elapsed_ms / 1000:.1f} s)")  # fmt: skip
+                    ix.listeners.clear()
+                    ix.built.set()
+                    self.prune()
+                    while self.watch and not ix.stop.wait(FLUSH_SECONDS):
+                        self.flush(ix)
                     return
+                except WriterBusy:  # another process (a daemon) writes this index: follow
+                    if not self._follow(ix, index):
+                        return
+                    log.info("the writer of the index of %r went away; taking over", shown)
         except Exception as e:  # an index is an optimisation: grep falls back to live
             log.warning("indexing %r failed: %r", ix.root_path, e)
             ix.folding = False  # (nothing folds changes in any more: never "ready" again)
@@ -256,12 +275,23 @@ class IndexManager:
             ix.error = f"{type(e).__name__}: {e}"
             ix.built.set()
 
-    def _follow(self, ix: Indexed, index: RootIndex) -> None:
+    def _follow(self, ix: Indexed, index: RootIndex) -> bool:
         """Reader mode: reload the other process's commits; a dirty file stays dirty (scanned
-        live) until a reloaded state shows it indexed as it is now."""
+        live) until a reloaded state shows it indexed as it is now. Returns True when the
+        writer went away (this process then takes over), False when stopped."""
         ix.role = "reader"
+        probe = time.monotonic() + TAKEOVER_SECONDS
         while not ix.stop.is_set():
+            if time.monotonic() >= probe:
+                probe = time.monotonic() + TAKEOVER_SECONDS
+                if not index.writer_busy():
+                    return True
             index.reload()
+            if index.foreign:  # its writer now indexes another directory: never answer
+                ix.state = "off"
+                ix.error = "another process indexes a different directory at this path"
+                ix.built.set()
+                return False
             if ix.rescan.is_set() and (index.synced_at or 0.0) > ix.rescan_at:
                 ix.rescan.clear()  # the writer has re-synced in full since events were lost
             if index.ready:
@@ -276,7 +306,8 @@ class IndexManager:
             with ix.lock:
                 ix.dirty -= done - ix.marked
             if ix.stop.wait(FLUSH_SECONDS / 2):
-                return
+                return False
+        return False
 
     def flush(self, ix: Indexed) -> SyncStats | None:
         """Fold the dirty files into the index; they stay dirty (scanned live) until then.

@@ -22,6 +22,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -53,12 +54,15 @@ from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
 from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
 from .plan import Q
 
-SCHEMA_VERSION = 3  # 2: trigrams keep their case; 3: the state file is binary
+log = logging.getLogger("rootgrep.index")
+
+SCHEMA_VERSION = 4  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory
 STATE_FILE = "state.bin"
 _STATE_MAGIC = b"rootgrep-state-1\n"
 _STATE_HEAD = struct.Struct("<dI")  # synced_at (NaN: never), number of entries
 _STATE_ENTRY = struct.Struct("<QQqQBI")  # fid, size, mtime_ns, inode, pending, path length
 WRITER_HEAP = 192_000_000
+PROGRESS_SECONDS = 0.25
 WRITER_THREADS = 2
 TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kept (see plan.py)
 _CODE = (
@@ -204,6 +208,48 @@ class WriterBusy(Exception):
     """Another writer (usually another process) holds this index's lock."""
 
 
+class ForeignIndex(Exception):
+    """The index at a root's path was built from another directory, and another process
+    writes it: this process must not answer from it."""
+
+
+class IndexCorrupt(Exception):
+    """A state that breaks an invariant of the index (two files under one file id)."""
+
+
+def paths_by_fid(entries: dict[bytes, Entry]) -> dict[int, bytes]:
+    """Each indexed file's path by its id; raises ``IndexCorrupt`` when two paths share one."""
+    paths = {e.fid: p for p, e in entries.items() if e.fid}
+    if len(paths) != sum(1 for e in entries.values() if e.fid):
+        seen: dict[int, bytes] = {}
+        for p, e in entries.items():
+            if e.fid and e.fid in seen:
+                raise IndexCorrupt(f"file id {e.fid} names both {seen[e.fid]!r} and {p!r}")
+            seen[e.fid] = p
+    return paths
+
+
+class _Ticker:
+    """Progress of one sync: at its start, about every ``PROGRESS_SECONDS`` while it walks,
+    and at its end (with the total, known once the walk is over)."""
+
+    def __init__(self, progress: Progress | None, *, full: bool) -> None:
+        self.progress = progress if full else None
+        self.next = time.monotonic() + PROGRESS_SECONDS
+        if self.progress is not None:
+            self.progress(0, None, "re-syncing: walking the tree")
+
+    def __call__(self, examined: int) -> None:
+        if self.progress is None or time.monotonic() < self.next:
+            return
+        self.next = time.monotonic() + PROGRESS_SECONDS
+        self.progress(examined, None, f"{examined} files examined")
+
+    def done(self, examined: int, stats: SyncStats) -> None:
+        if self.progress is not None:
+            self.progress(examined, examined, f"{examined} files examined, {stats.read} read")
+
+
 @dataclass
 class RootIndex:
     """One root's index. Thread-safe for readers; one sync at a time (and one writer per
@@ -223,6 +269,9 @@ class RootIndex:
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # state swaps
     _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _state_stamp: tuple[int, int, int] | None = field(init=False, default=(-1, -1, -1))
+    identity: tuple[int, int] | None = None  # (device, inode) of the pinned root directory
+    corrupt: bool = field(init=False, default=False)  # the state broke an invariant
+    foreign: bool = field(init=False, default=False)  # its writer indexes another directory
     _writer: Any = field(init=False, default=None)
     _order: tuple[dict[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
@@ -232,7 +281,8 @@ class RootIndex:
         self.dir = index_dir_for(self.cache_dir, self.root_path)
         os.makedirs(self.dir, exist_ok=True)
         self.schema = _schema()
-        if not self._manifest_ok():
+        fresh = not self._manifest_ok()
+        if fresh:
             shutil.rmtree(os.path.join(self.dir, "tantivy"), ignore_errors=True)
             for old in (STATE_FILE, "state.json"):  # (schema 1 and 2 kept it as JSON)
                 _unlink(os.path.join(self.dir, old))
@@ -240,9 +290,23 @@ class RootIndex:
         self.index = Index(self.schema, path=os.path.join(self.dir, "tantivy"), reuse=True)
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
-        self._write_manifest()
-        self.touch()
         self._load_state()
+        self._state_stamp = self._stamp()
+        bound = self._bound_identity()
+        if self.identity is not None and not fresh and bound != self.identity:
+            # the index describes another directory once found at this path (moved away,
+            # replaced): never answer from it; empty it, or leave it to the process writing it
+            with self._sync_lock:
+                try:
+                    self._reset()
+                except WriterBusy:
+                    raise ForeignIndex(
+                        "another process indexes a different directory at this path"
+                    ) from None
+            log.warning("the index of %r was made for another directory; rebuilding", self.dir)
+        if fresh or bound != self.identity:
+            self._write_manifest()
+        self.touch()
         if self.hold_writer:
             self._writer = self._new_writer()
 
@@ -254,39 +318,64 @@ class RootIndex:
             return False
         return m.get("schema_version") == SCHEMA_VERSION and m.get("root") == _b64(self.root_path)
 
+    def _bound_identity(self) -> tuple[int, int] | None:
+        """(device, inode) of the directory the index was built from, from its manifest."""
+        m = _read_json(os.path.join(self.dir, "manifest.json")) or {}
+        dev, ino = m.get("root_dev"), m.get("root_ino")
+        return (dev, ino) if isinstance(dev, int) and isinstance(ino, int) else None
+
     def _write_manifest(self) -> None:
-        _atomic_json(
-            os.path.join(self.dir, "manifest.json"),
-            {
-                "schema_version": SCHEMA_VERSION,
-                "root": _b64(self.root_path),
-                "root_display": display(self.root_path),
-            },
-        )
+        fields: dict[str, object] = {
+            "schema_version": SCHEMA_VERSION,
+            "root": _b64(self.root_path),
+            "root_display": display(self.root_path),
+        }
+        if self.identity is not None:
+            fields["root_dev"], fields["root_ino"] = self.identity
+        _atomic_json(os.path.join(self.dir, "manifest.json"), fields)
 
     def _load_state(self) -> None:
         entries, synced_at = read_state(os.path.join(self.dir, STATE_FILE)) or ({}, None)
+        try:
+            paths = paths_by_fid(entries)
+        except IndexCorrupt as e:  # (a state written by a bug): rebuilt by the next sync
+            log.error("the index state in %s is not valid (%s); it will be rebuilt", self.dir, e)
+            entries, synced_at, paths = {}, None, {}
+            self.corrupt = True
         self.entries = entries
-        self.paths = {e.fid: p for p, e in entries.items() if e.fid}
+        self.paths = paths
         self.next_fid = max(self.paths, default=0) + 1
         self.synced_at = synced_at
 
     def _save_state(self, entries: dict[bytes, Entry], synced_at: float | None) -> None:
         write_state(os.path.join(self.dir, STATE_FILE), entries, synced_at)
+        self._state_stamp = self._stamp()  # (our own write: nothing to reload)
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(os.path.join(self.dir, STATE_FILE))
+        except OSError:
+            return None
+        # (each write replaces the file: a new inode, even within one timestamp tick)
+        return st.st_ino, st.st_mtime_ns, st.st_size
 
     def reload(self) -> None:
         """Pick up commits (also another process's) and the state that goes with them."""
+        stamp = self._stamp()
+        # a sync of this process owns the state while it runs (its file ids included):
+        # loading the file then would hand out ids again from an older counter
+        if not self._sync_lock.acquire(blocking=False):
+            return
         try:
-            st = os.stat(os.path.join(self.dir, STATE_FILE))
-            # (each write replaces the file: a new inode, even within one timestamp tick)
-            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except OSError:
-            stamp = None
-        with self._lock:
-            self.index.reload()
-            if stamp != self._state_stamp:
-                self._load_state()
-                self._state_stamp = stamp
+            with self._lock:
+                self.index.reload()
+                if stamp != self._state_stamp:
+                    self._load_state()
+                    self._state_stamp = stamp
+                    if self.identity is not None and self._bound_identity() != self.identity:
+                        self.foreign = True  # its writer now indexes another directory
+        finally:
+            self._sync_lock.release()
 
     def is_current(self, fs: Beneath, rel: bytes) -> bool:
         """Whether the index holds ``rel`` as it is on disk now (or rightly lacks it)."""
@@ -325,107 +414,148 @@ class RootIndex:
     ) -> SyncStats:
         """Bring the index up to date with the tree: re-read only files whose
         (size, mtime_ns, inode) changed, delete vanished ones. ``only`` limits the work to
-        those root-relative paths (the watcher's dirty set)."""
+        those root-relative paths (the watcher's dirty set).
+
+        Invariant, checked before every state write: one path per file id. Should a sync
+        ever break it, nothing is committed; the index is emptied and rebuilt in full."""
+        with self._sync_lock:
+            if self.corrupt:
+                self._reset()
+                only = None
+            try:
+                return self._sync_locked(fs, only, progress, cancelled)
+            except IndexCorrupt as e:
+                log.error("index of %r: %s; rebuilding it in full", self.root_path, e)
+                self._reset()
+                return self._sync_locked(fs, None, progress, cancelled)
+
+    def _reset(self) -> None:
+        """Empty the index and its state (under the sync lock): the next sync rebuilds."""
+        writer = self._acquire_writer()
+        try:
+            writer.delete_all_documents()
+            writer.commit()
+        finally:
+            if self._writer is None:
+                writer.wait_merging_threads()
+        self._save_state({}, None)
+        with self._lock:
+            self.index.reload()
+            self.entries, self.paths, self.synced_at = {}, {}, None
+        self.next_fid = 1
+        self.corrupt = False
+
+    def _sync_locked(
+        self,
+        fs: Beneath,
+        only: Iterable[bytes] | None,
+        progress: Progress | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> SyncStats:
         started = time.perf_counter()
         stats = SyncStats()
-        with self._sync_lock:
-            writer: Any = None  # created on the first change: an unchanged tree writes nothing
-            try:
-                with self._lock:
-                    new = dict(self.entries)  # entries are replaced, never mutated in place
-                if only is not None:
-                    only = _with_files_below(set(only), new)
-                changed: dict[bytes, Entry] = {}
-                deleted: list[bytes] = []
-                before = len(new)
-                walked: list[bytes] = []  # every file found (a list: cheaper than a set)
-                known = 0  # how many of them the index already had
-                files = (
-                    self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, new)
-                )
-                get, found = new.get, walked.append
-                for dirfd, entries in files:
-                    for name, rel, st in entries:
-                        found(rel)
-                        old = get(rel)
-                        if old is not None:
-                            known += 1
-                            if (
-                                old.key == (st.st_size, st.st_mtime_ns, st.st_ino)
-                                and not old.pending
-                            ):
-                                continue
-                        if writer is None:
-                            writer = self._acquire_writer()
-                        data = confine.read_searchable_at(dirfd, name, self.max_file_size)
-                        stats.read += 1
-                        if old is not None and old.fid:
-                            writer.delete_documents_by_query(self._fid_query(old.fid))
-                        fid = 0
-                        if data is not None:
-                            fid = old.fid if old is not None and old.fid else self._take_fid()
-                            writer.add_document(self._document(fid, rel, text_of(data), st))
-                            stats.bytes += len(data)
-                        if old is None:
-                            stats.added += 1
-                        else:
-                            stats.updated += 1
-                        entry = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
-                        new[rel] = entry
-                        changed[rel] = entry
-                        if progress is not None and stats.read % 500 == 0:
-                            progress(stats.read, None, f"indexed {stats.read} files")
-                if only is None:  # every entry the walk did not find is gone
-                    gone = set() if known == before else set(new).difference(walked)
-                else:
-                    gone = set(only).difference(walked)
-                for rel in sorted(gone):
-                    old = new.get(rel)
-                    if old is None:
-                        continue
-                    if old.fid:
-                        if writer is None:
-                            writer = (
-                                self._writer if self._writer is not None else self._new_writer()
-                            )
+        tick = _Ticker(progress, full=only is None)
+        writer: Any = None  # created on the first change: an unchanged tree writes nothing
+        if self._writer is None and self._stamp() != self._state_stamp:
+            # another process wrote the index since (a daemon that has since stopped): start
+            # from what it committed, so no file id is handed out twice across processes
+            with self._lock:
+                self.index.reload()
+                self._load_state()
+                self._state_stamp = self._stamp()
+        try:
+            with self._lock:
+                new = dict(self.entries)  # entries are replaced, never mutated in place
+            # ids are never handed out twice, whatever state was loaded meanwhile
+            self.next_fid = max(self.next_fid, max(self.paths, default=0) + 1)
+            if only is not None:
+                only = _with_files_below(set(only), new)
+            changed: dict[bytes, Entry] = {}
+            deleted: list[bytes] = []
+            before = len(new)
+            walked: list[bytes] = []  # every file found (a list: cheaper than a set)
+            known = 0  # how many of them the index already had
+            files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, new)
+            get, found = new.get, walked.append
+            for dirfd, entries in files:
+                tick(len(walked))
+                for name, rel, st in entries:
+                    found(rel)
+                    old = get(rel)
+                    if old is not None:
+                        known += 1
+                        if old.key == (st.st_size, st.st_mtime_ns, st.st_ino) and not old.pending:
+                            continue
+                    if writer is None:
+                        writer = self._acquire_writer()
+                    data = confine.read_searchable_at(dirfd, name, self.max_file_size)
+                    stats.read += 1
+                    if old is not None and old.fid:
                         writer.delete_documents_by_query(self._fid_query(old.fid))
-                    deleted.append(rel)
-                    stats.removed += 1
-                if cancelled is not None and cancelled():
-                    return stats
-                synced = time.time() if only is None else self.synced_at
-                if not changed and not deleted:
-                    if only is None and self.synced_at is None:
-                        self._save_state(new, synced)
-                        with self._lock:
-                            self.synced_at = synced
-                    elif only is None:
-                        with self._lock:
-                            self.synced_at = synced
-                else:
-                    # 1) a state naming every document the commit may hold, new ones pending
-                    self._save_state(new, self.synced_at)
-                    if writer is not None:
-                        writer.commit()
-                        if self._writer is None:  # let other processes write between syncs
-                            writer.wait_merging_threads()
-                        writer = None
-                    for entry in changed.values():
-                        entry.pending = False
-                    for rel in deleted:
-                        new.pop(rel, None)
-                    # 2) the committed state
+                    fid = 0
+                    if data is not None:
+                        fid = old.fid if old is not None and old.fid else self._take_fid()
+                        writer.add_document(self._document(fid, rel, text_of(data), st))
+                        stats.bytes += len(data)
+                    if old is None:
+                        stats.added += 1
+                    else:
+                        stats.updated += 1
+                    entry = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
+                    new[rel] = entry
+                    changed[rel] = entry
+            if only is None:  # every entry the walk did not find is gone
+                gone = set() if known == before else set(new).difference(walked)
+            else:
+                gone = set(only).difference(walked)
+            for rel in sorted(gone):
+                old = new.get(rel)
+                if old is None:
+                    continue
+                if old.fid:
+                    if writer is None:
+                        writer = self._writer if self._writer is not None else self._new_writer()
+                    writer.delete_documents_by_query(self._fid_query(old.fid))
+                deleted.append(rel)
+                stats.removed += 1
+            if cancelled is not None and cancelled():
+                return stats
+            tick.done(len(walked), stats)
+            synced = time.time() if only is None else self.synced_at
+            if not changed and not deleted:
+                if only is None and self.synced_at is None:
                     self._save_state(new, synced)
                     with self._lock:
-                        self.index.reload()
-                        self.entries = new
-                        self.paths = {e.fid: p for p, e in new.items() if e.fid}
                         self.synced_at = synced
-            finally:
+                elif only is None:
+                    with self._lock:
+                        self.synced_at = synced
+            else:
+                # 1) a state naming every document the commit may hold, new ones pending
+                paths_by_fid(new)  # (raises before anything is committed)
+                self._save_state(new, self.synced_at)
                 if writer is not None:
-                    writer.rollback()
-                    if self._writer is None:
+                    writer.commit()
+                    if self._writer is None:  # let other processes write between syncs
                         writer.wait_merging_threads()
+                    writer = None
+                for entry in changed.values():
+                    entry.pending = False
+                for rel in deleted:
+                    new.pop(rel, None)
+                # 2) the committed state
+                paths = paths_by_fid(new)
+                self._save_state(new, synced)
+                with self._lock:
+                    self.index.reload()
+                    self.entries = new
+                    self.paths = paths
+                    self.synced_at = synced
+        finally:
+            if writer is not None:
+                writer.rollback()
+                if self._writer is None:
+                    writer.wait_merging_threads()
         stats.files = self.file_count
         stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         return stats
@@ -485,14 +615,15 @@ class RootIndex:
 
     def writer_busy(self) -> bool:
         """Whether another writer (a daemon) holds this index right now."""
-        if self._writer is not None:
+        with self._sync_lock:  # (a sync of this process holding the writer is not "another")
+            if self._writer is not None:
+                return False
+            try:
+                w = self._new_writer()
+            except WriterBusy:
+                return True
+            w.wait_merging_threads()
             return False
-        try:
-            w = self._new_writer()
-        except WriterBusy:
-            return True
-        w.wait_merging_threads()
-        return False
 
     def _acquire_writer(self) -> Any:
         return self._writer if self._writer is not None else self._new_writer()
@@ -573,7 +704,8 @@ class RootIndex:
 
     def rank(self, p: ParsedSearch) -> Ranking:
         """Every file that answers a search, with its score: cheap (no stored documents are
-        read); ``Ranking.snippets`` reads the few that are shown."""
+        read); ``Ranking.snippets_of`` makes the snippets of the few that are shown, from the
+        files as they are now."""
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
@@ -661,10 +793,15 @@ class Ranking:
     query: Query
     hits: list[tuple[float, bytes, Any]]  # (score, root-relative path, doc address)
 
-    def snippets(self, addr: Any) -> list[tuple[int, str]]:
+    def snippets_of(self, data: bytes) -> list[tuple[int, str]]:
+        """Snippets from a file's bytes as read now (what a served search shows)."""
+        doc = Document(content=text_of(data).decode("utf-8", "replace"))
+        return _snippet_lines(self._generator(), doc)
+
+    def _generator(self) -> SnippetGenerator:
         gen = SnippetGenerator.create(self.searcher, self.query, self.store.schema, "content")
         gen.set_max_num_chars(240)
-        return _snippet_lines(gen, self.searcher.doc(addr))
+        return gen
 
 
 def _snippet_lines(gen: SnippetGenerator, doc: Document) -> list[tuple[int, str]]:
