@@ -26,7 +26,7 @@ from pathspec import GitIgnoreSpec
 
 from . import confine
 from .audit import Audit
-from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
+from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display, strip_prefix
 from .errors import (
     EditMismatch,
     IndexUnavailable,
@@ -268,6 +268,28 @@ class Service:
             return [(r, []) for r in roots]
         return [self._locate(roots, tool, "search", path, root)]
 
+    def _nested(self, roots: Sequence[Root]) -> dict[bytes, frozenset[bytes]]:
+        """For each root, the root-relative paths of the other effective roots inside it (the
+        very directories, checked by identity beneath it): a search over every root leaves
+        them out, so each file is reported once, under the innermost root holding it."""
+        out: dict[bytes, frozenset[bytes]] = {}
+        for outer in roots:
+            inner: set[bytes] = set()
+            for r in roots:
+                rel = strip_prefix(r.path, outer.path) if r is not outer else None
+                if not rel:
+                    continue
+                try:
+                    st = outer.fs.stat(rel, follow=False)
+                    same = (st.st_dev, st.st_ino) == r.fs.identity()
+                except (RootgrepError, OSError):
+                    same = False
+                if same:
+                    inner.add(b"/".join(rel))
+            if inner:
+                out[outer.path] = frozenset(inner)
+        return out
+
     # -- list_roots ------------------------------------------------------------------------
 
     def list_roots(self, roots: Sequence[Root]) -> ListRootsResult:
@@ -309,6 +331,7 @@ class Service:
                           w=whole_word, i=include, e=exclude, c=context, h=hidden,
                           n=no_ignore)  # fmt: skip
         targets = self._targets(roots, "grep", path, root)
+        nested = self._nested(roots) if path is None and root is None else {}
         resume = decode_cursor(cursor, "grep", fp) if cursor else None
         keep = _path_filter(include, exclude)
         sink = _GrepPage(limit)
@@ -319,7 +342,8 @@ class Service:
                 continue
             after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
             sink.start(ti, r, after, resume["l"] if after is not None and resume else 0)
-            opts = WalkOptions(hidden=hidden, no_ignore=no_ignore)
+            prune = nested.get(r.path, frozenset())
+            opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune)
             ix = None if hidden or no_ignore else self._ready_index(r)
             start = b"/".join(c for c in comps if c != b".")
             q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
@@ -329,7 +353,7 @@ class Service:
             if ix is not None and Walker(r.fs).would_list(start, "dir"):
                 used_index = True
                 narrowed = narrows(q)
-                source = _indexed_batches(r, ix, q, start)
+                source = _indexed_batches(r, ix, q, start, prune)
             else:
                 source = Walker(r.fs, start, opts).batches()
             batches = _filter_batches(source, keep, after)
@@ -377,6 +401,7 @@ class Service:
         limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
         fp = _fingerprint(t="find", p=pattern, r=root, pa=path, h=hidden, n=no_ignore)
         targets = self._targets(roots, "find_files", path, root)
+        nested = self._nested(roots) if path is None and root is None else {}
         resume = decode_cursor(cursor, "find", fp) if cursor else None
         match = _name_matcher(pattern)
         out: list[FileHit] = []
@@ -387,8 +412,10 @@ class Service:
                 continue
             after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
             identity = ref(r)
-            walker = Walker(r.fs, b"/".join(comps), WalkOptions(hidden=hidden,
-                                                                no_ignore=no_ignore))  # fmt: skip
+            opts = WalkOptions(
+                hidden=hidden, no_ignore=no_ignore, prune=nested.get(r.path, frozenset())
+            )
+            walker = Walker(r.fs, b"/".join(comps), opts)
             batches = walker.batches()
             try:
                 for batch in batches:
@@ -452,6 +479,7 @@ class Service:
         fp = _fingerprint(t="search", q=query, r=root, pa=path, i=include, e=exclude)
         offset = int(decode_cursor(cursor, "search", fp)["o"]) if cursor else 0
         targets = self._targets(roots, "search", path, root)
+        nested = self._nested(roots) if path is None and root is None else {}
         parsed = parse_search(query)
         keep = _path_filter(include, exclude)
         path_globs = _path_filter(parsed.paths, None) if parsed.paths else None
@@ -467,9 +495,12 @@ class Service:
             if ix.index is None or ix.index.foreign or not _bound_to(ix, r):
                 continue
             start = b"/".join(c for c in comps if c != b".")
+            prune = nested.get(r.path)
             ranking = ix.index.rank(parsed)
             for score, rel, addr in ranking.hits:
                 if start and not rel.startswith(start + b"/") and rel != start:
+                    continue
+                if prune and _below_any(rel, prune):
                     continue
                 if keep is not None and not keep(rel):
                     continue
@@ -937,7 +968,9 @@ def narrows(q: Q) -> bool:
     return q.op != "all"
 
 
-def _indexed_batches(r: Root, ix: Indexed, q: Q, start: bytes) -> Iterator[DirBatch]:
+def _indexed_batches(
+    r: Root, ix: Indexed, q: Q, start: bytes, prune: frozenset[bytes] = frozenset()
+) -> Iterator[DirBatch]:
     """The files grep must read when an index is ready: the index's candidates plus every
     dirty file (changed since the last commit) that a walk would list, in path order, grouped
     by directory. Each directory is opened beneath the root, never through a link."""
@@ -953,7 +986,19 @@ def _indexed_batches(r: Root, ix: Indexed, q: Q, start: bytes) -> Iterator[DirBa
     if start:
         under = start + b"/"
         paths = [p for p in paths if p.startswith(under)]
+    if prune:
+        paths = [p for p in paths if not _below_any(p, prune)]
     return path_batches(r.fs, paths)
+
+
+def _below_any(path: bytes, dirs: frozenset[bytes]) -> bool:
+    """Whether ``path`` lies below one of ``dirs`` (root-relative)."""
+    i = path.find(b"/")
+    while i > 0:
+        if path[:i] in dirs:
+            return True
+        i = path.find(b"/", i + 1)
+    return False
 
 
 def _filter_batches(

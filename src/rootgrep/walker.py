@@ -33,6 +33,9 @@ class WalkOptions:
     hidden: bool = False
     no_ignore: bool = False
     max_file_size: int | None = None  # when set, files are stat'ed and larger ones skipped
+    # root-relative directories not entered (other effective roots nested in this one:
+    # their files are reported under them, once)
+    prune: frozenset[bytes] = frozenset()
 
 
 class FileEntry(NamedTuple):
@@ -286,9 +289,12 @@ class Walker:
             if level is not None:
                 levels = [*parent_levels, level]
         kept: list[Entry] = []
+        prune = self.options.prune
         for e in listing:
             if e.kind not in ("file", "dir"):
                 continue  # symlinks are never followed; FIFOs, sockets and devices never read
+            if prune and e.kind == "dir" and (rel + b"/" + e.name if rel else e.name) in prune:
+                continue
             verdict = self._ignored(levels, rel, e) if levels else None
             if verdict is True:
                 continue
