@@ -61,7 +61,7 @@ def accept_raw_roots(
                          reason=e.code)  # fmt: skip
             continue
         old = by_path.get(r.path)
-        if old is not None and old.name == r.name and not old.fs.retired:
+        if old is not None and old.name == r.name and not old.fs.retired and _same_dir(old, r):
             r.close()
             r = old
         if any(a.path == r.path for a in accepted):
@@ -72,6 +72,14 @@ def accept_raw_roots(
                      reason="valid", root_id=r.id, path=".")  # fmt: skip
         accepted.append(r)
     return accepted, problems
+
+
+def _same_dir(a: Root, b: Root) -> bool:
+    """Whether two pins hold the very same directory (a path may name another one since)."""
+    try:
+        return a.fs.identity() == b.fs.identity()
+    except OSError:
+        return False
 
 
 class ClientRoots:

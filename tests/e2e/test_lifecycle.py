@@ -9,12 +9,13 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_helpers import RootsStub, code, connect, uri
+from mcp_helpers import RootsStub, code, connect, everything, uri
 
 from rootgrep.errors import RootRemoved
 from rootgrep.roots import pin_root
 from rootgrep.service import Service, Settings
 from rootgrep.sessions import ClientRoots
+from support import MARKER
 
 pytestmark = pytest.mark.anyio
 
@@ -255,7 +256,7 @@ async def test_a_new_roots_first_build_reports_progress_as_log_messages(
         await c.call_tool("list_roots", {})
         await wait_for(lambda: any("ready" in str(p.data) for p in logs), 60)
     texts = [str(p.data) for p in logs if p.logger == "rootgrep.index"]
-    assert any("files read" in t for t in texts) and "ready" in texts[-1]
+    assert any("files examined" in t for t in texts) and "ready" in texts[-1]
     assert all(p.level == "info" for p in logs if p.logger == "rootgrep.index")
 
 
@@ -276,3 +277,51 @@ async def test_a_client_root_moved_out_of_the_operator_root_is_not_served(
             res = await c.call_tool(tool, args)
             assert code(res) == "no_roots", tool
             assert "written outside" not in str(res.structured_content) + str(res.content)
+
+
+@pytest.mark.parametrize("how", ["moved out of the operator root", "removed and re-announced"])
+async def test_a_directory_swapped_in_at_a_roots_path_is_never_answered_from_the_old_index(
+    make_server, dirs: Path, tmp_path: Path, how: str
+) -> None:
+    served = dirs
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    proj = served / "a"
+    (proj / "old.py").write_text(f"def gadget():\n    return '{MARKER}'\n")
+    stub = RootsStub([uri(proj)])
+    server = make_server([served], index=True)
+    manager = server.service.indexes
+
+    async def ready() -> None:
+        await c.call_tool("list_roots", {})  # (a client root's index starts with a call)
+        st = os.stat(proj)
+        await wait_for(lambda: (ix := manager.get(str(proj).encode())) is not None
+                       and ix.state == "ready" and ix.identity == (st.st_dev, st.st_ino), 60)  # fmt: skip
+
+    async with connect(server, "legacy", stub) as c:
+        await ready()
+        s = (await c.call_tool("search", {"query": "gadget"})).structured_content
+        assert [h["path"] for h in s["results"]] == ["old.py"]
+        if how.startswith("removed"):
+            stub.uris = []
+            await c.send_roots_list_changed()
+            await wait_for(lambda: stub.calls == 2)
+        os.rename(proj, away / "a")  # the indexed directory goes away (outside every root)
+        (away / "a" / "later.py").write_text(f"def gadget():\n    return 'later {MARKER}'\n")
+        proj.mkdir()  # and another takes its place
+        (proj / "new.py").write_text("def gadget():\n    return 'fresh'\n")
+        stub.uris = [uri(proj)]
+        await c.send_roots_list_changed()
+        await wait_for(lambda: stub.calls == (3 if how.startswith("removed") else 2))
+        for _ in range(100):  # during the new directory's build, and after it
+            res = await c.call_tool("search", {"query": "gadget"})
+            assert MARKER not in everything(res)
+            if not res.is_error and [h["path"] for h in res.structured_content["results"]] == [
+                "new.py"
+            ]:
+                break
+            await anyio.sleep(0.05)
+        else:
+            raise AssertionError("the new directory was never searched")
+        g = await c.call_tool("grep", {"pattern": "gadget"})
+        assert [m["path"] for m in g.structured_content["matches"]] == ["new.py"]

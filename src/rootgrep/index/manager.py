@@ -221,7 +221,7 @@ class IndexManager:
                     ix.listeners.remove(listen)
 
         def progress(done: int, _total: int | None, _message: str) -> None:
-            tell(f"indexing {shown}: {done} files read")
+            tell(f"indexing {shown}: {done} files examined")
 
         try:
             kw: dict[str, Any] = {"identity": ix.identity}
