@@ -244,7 +244,8 @@ class RootgrepServer(MCPServer):
                 owner = id(client) if client is not None else 0
                 listener = _build_listener(ctx.session)
                 try:
-                    for r in lease.held:
+                    # outermost first: a nested root then shares its outer root's index
+                    for r in sorted(lease.held, key=lambda r: len(r.path)):
                         indexes.activate(r, owner, listener=listener)
                 except BaseException:
                     if lease.claim():
@@ -323,17 +324,24 @@ def _build_listener(session: Any) -> Callable[[str], None]:
     this client (best effort: a session that is gone simply hears nothing)."""
     loop = asyncio.get_running_loop()
     sending: set[asyncio.Task[None]] = set()  # (held: the loop keeps only weak references)
+    waiting: list[str] = []  # the newest message not sent yet (older ones are dropped)
 
     async def send(message: str) -> None:
         with anyio.move_on_after(NOTIFY_TIMEOUT):
             await session.send_log_message("info", message, "rootgrep.index", None)
 
+    def sent(task: asyncio.Task[None]) -> None:
+        sending.discard(task)
+        if waiting:
+            post(waiting.pop())
+
     def post(message: str) -> None:  # (on the event loop)
-        if sending:  # one message in flight at a time: a slow client misses some, no more
+        if sending:  # one message in flight at a time; the last one always goes out
+            waiting[:] = [message]
             return
         task = loop.create_task(send(message))
         sending.add(task)
-        task.add_done_callback(sending.discard)
+        task.add_done_callback(sent)
 
     def listen(message: str) -> None:
         # the builder never waits for the client (it may hold the index's sync lock, and a

@@ -223,23 +223,30 @@ class Service:
         self.audit = audit or Audit(None)
         self.indexes = indexes
 
-    def _ready_index(self, r: Root) -> Indexed | None:
-        if self.indexes is None:
+    def _ready_index(self, r: Root) -> tuple[Indexed, bytes] | None:
+        """The index that answers grep for ``r`` exactly right now, and ``r``'s place in it
+        (``b""``, or a nested root's path inside its outer root's index)."""
+        found = self.indexes.lookup(r) if self.indexes is not None else None
+        if found is None:
             return None
-        ix = self.indexes.get(r.path)
-        if ix is None or ix.state != "ready" or ix.index is None or not ix.answers_exactly():
+        ix = found[0]
+        if ix.state != "ready" or ix.index is None or not ix.answers_exactly():
             return None
-        return ix if _bound_to(ix, r) else None
+        return found
 
     def index_info(self, r: Root) -> IndexInfo:
-        ix = self.indexes.get(r.path) if self.indexes is not None else None
+        found = self.indexes.lookup(r) if self.indexes is not None else None
+        ix = found[0] if found is not None else None
         if ix is None or ix.index is None:
             return IndexInfo(state=ix.state if ix is not None else "off")
         store = ix.index
+        files, size = store.file_count, store.size_bytes
+        if found is not None and found[1]:  # shared with an outer root: count its own part
+            files, size = store.count_below(found[1])
         return IndexInfo(
             state=ix.state,
-            files=store.file_count,
-            bytes=store.size_bytes,
+            files=files,
+            bytes=size,
             updated_at=iso(store.synced_at) if store.synced_at else None,
         )
 
@@ -344,16 +351,16 @@ class Service:
             sink.start(ti, r, after, resume["l"] if after is not None and resume else 0)
             prune = nested.get(r.path, frozenset())
             opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune)
-            ix = None if hidden or no_ignore else self._ready_index(r)
+            found = None if hidden or no_ignore else self._ready_index(r)
             start = b"/".join(c for c in comps if c != b".")
             q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
             # with no required trigram the index still knows which files are text (binary
             # files are never opened) and spares the walk
             narrowed = False
-            if ix is not None and Walker(r.fs).would_list(start, "dir"):
+            if found is not None and Walker(r.fs).would_list(start, "dir"):
                 used_index = True
                 narrowed = narrows(q)
-                source = _indexed_batches(r, ix, q, start, prune)
+                source = _indexed_batches(r, found, q, start, prune)
             else:
                 source = Walker(r.fs, start, opts).batches()
             batches = _filter_batches(source, keep, after)
@@ -487,19 +494,26 @@ class Service:
         partial = False
         for ti, (r, comps) in enumerate(targets):
             token.check()
-            ix = self.indexes.activate(r, 0)
-            if ix is None:
+            self.indexes.activate(r, 0)
+            found = self.indexes.lookup(r)
+            if found is None:
+                partial = True  # (this root's index is being replaced or cannot be used)
                 continue
+            ix, place = found
             if ix.state != "ready":
                 partial = True
-            if ix.index is None or ix.index.foreign or not _bound_to(ix, r):
+            if ix.index is None or ix.index.foreign:
                 continue
             start = b"/".join(c for c in comps if c != b".")
+            if place:
+                start = place + b"/" + start if start else place
             prune = nested.get(r.path)
             ranking = ix.index.rank(parsed)
+            cut = len(place) + 1 if place else 0
             for score, rel, addr in ranking.hits:
                 if start and not rel.startswith(start + b"/") and rel != start:
                     continue
+                rel = rel[cut:]
                 if prune and _below_any(rel, prune):
                     continue
                 if keep is not None and not keep(rel):
@@ -953,15 +967,6 @@ def _path_filter(
     return keep
 
 
-def _bound_to(ix: Indexed, r: Root) -> bool:
-    """Whether an index was made from the very directory this root has pinned (the same path
-    may name another directory since: moved away and replaced)."""
-    try:
-        return ix.identity == r.fs.identity()
-    except OSError:
-        return False
-
-
 def narrows(q: Q) -> bool:
     """Whether an index's candidates for ``q`` are narrowed by trigrams: most of them then
     match, and they are searched file by file rather than in joined chunks."""
@@ -969,16 +974,27 @@ def narrows(q: Q) -> bool:
 
 
 def _indexed_batches(
-    r: Root, ix: Indexed, q: Q, start: bytes, prune: frozenset[bytes] = frozenset()
+    r: Root,
+    found: tuple[Indexed, bytes],
+    q: Q,
+    start: bytes,
+    prune: frozenset[bytes] = frozenset(),
 ) -> Iterator[DirBatch]:
     """The files grep must read when an index is ready: the index's candidates plus every
     dirty file (changed since the last commit) that a walk would list, in path order, grouped
-    by directory. Each directory is opened beneath the root, never through a link."""
+    by directory. Each directory is opened beneath the root, never through a link. A nested
+    root sharing its outer root's index takes the part below its place in it."""
+    ix, place = found
     assert ix.index is not None
     # the dirty set first: a flush that lands in between then leaves a changed file in one
     # of the two (dirty, or the reloaded index), never in neither
     dirty = ix.dirty_snapshot()
     paths = ix.index.candidates(q)  # already in walk order
+    if place:  # (stripping one common prefix keeps the walk order)
+        cut = len(place) + 1
+        below = place + b"/"
+        paths = [p[cut:] for p in paths if p.startswith(below)]
+        dirty = {p[cut:] for p in dirty if p.startswith(below)}
     if dirty:
         extra = Walker(r.fs).listed(dirty)
         if extra:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..confine import Beneath, strip_prefix
-from ..errors import IndexUnavailable
+from ..errors import IndexUnavailable, RootgrepError
 from ..roots import Root
 from ..walker import IGNORE_FILES, Walker
 from .store import (
@@ -51,7 +51,7 @@ class Indexed:
     threads: list[threading.Thread] = field(default_factory=list)
     built: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    users: set[int] = field(default_factory=set)
+    users: set[object] = field(default_factory=set)  # owners, and views of nested roots
     listeners: list[Callable[[str], None]] = field(default_factory=list)
     role: Literal["writer", "reader"] = "writer"
     last_sync: SyncStats | None = None
@@ -82,6 +82,45 @@ class Indexed:
             self.marked |= paths
 
 
+@dataclass
+class View:
+    """A root nested in another root's index: its files are that index's files below
+    ``prefix`` (so nested roots share one index, and a file is indexed once)."""
+
+    outer: Indexed
+    prefix: bytes  # the nested root's path relative to the outer root, '/'-joined
+    identity: tuple[int, int]  # (device, inode) of the nested root's directory
+    owners: set[int] = field(default_factory=set)
+
+    @property
+    def key(self) -> tuple[str, bytes]:
+        """How the view counts among its outer index's users."""
+        return ("view", self.prefix)
+
+
+def shareable(outer: Beneath, comps: list[bytes], identity: tuple[int, int]) -> bool:
+    """Whether the outer root's index holds exactly the files a walk of the nested root
+    (at ``comps`` beneath it, the very directory ``identity`` names) would list: no hidden
+    directory on the way, and no ignore file in the outer root or in a directory between
+    the two (its rules would apply to one walk and not to the other)."""
+    if not comps or any(c.startswith(b".") for c in comps):
+        return False
+    try:
+        st = outer.stat(comps, follow=False)
+    except (OSError, RootgrepError):
+        return False
+    if (st.st_dev, st.st_ino) != identity:
+        return False
+    for i in range(len(comps)):
+        for name in IGNORE_FILES:
+            try:
+                outer.stat([*comps[:i], name], follow=False)
+            except (OSError, RootgrepError):
+                continue
+            return False
+    return True
+
+
 class IndexManager:
     def __init__(
         self,
@@ -100,6 +139,7 @@ class IndexManager:
         self.hold_writer = hold_writer
         self.cache_max_bytes = cache_max_bytes
         self._roots: dict[bytes, Indexed] = {}
+        self._views: dict[bytes, View] = {}  # nested roots served by an outer root's index
         self._lock = threading.Lock()
         self._builds = threading.Semaphore(1)  # one full build at a time: they compete for I/O
 
@@ -132,6 +172,11 @@ class IndexManager:
                 if listener is not None and not ix.built.is_set():
                     ix.listeners.append(listener)
                 return ix
+            view = self._share(root, identity)
+            if view is not None:
+                view.owners.add(owner)
+                view.outer.users.add(view.key)
+                return view.outer
             fs = Beneath(
                 os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
                 symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
@@ -156,14 +201,55 @@ class IndexManager:
         the watcher stop, the searcher is dropped, and the on-disk index is not used again
         before a full re-sync."""
         with self._lock:
+            key: object = owner
+            view = self._views.get(root_path)
+            if view is not None and root_path not in self._roots:
+                view.owners.discard(owner)
+                if view.owners:
+                    return
+                del self._views[root_path]
+                root_path, key = view.outer.root_path, view.key
             ix = self._roots.get(root_path)
             if ix is None:
                 return
-            ix.users.discard(owner)
+            ix.users.discard(key)
             if ix.users:
                 return
             del self._roots[root_path]
         self._stop(ix, wait=wait)
+
+    def _share(self, root: Root, identity: tuple[int, int]) -> View | None:
+        """(Under the lock.) The view of an outer root's index that can serve ``root``: an
+        existing one of the same directory, or a new one on the outermost active index
+        that holds it exactly."""
+        view = self._views.get(root.path)
+        if view is not None and view.identity == identity and not view.outer.stop.is_set():
+            return view
+        for outer in sorted(self._roots.values(), key=lambda o: len(o.root_path)):
+            comps = strip_prefix(root.path, outer.root_path)
+            if comps and not outer.stop.is_set() and shareable(outer.fs, comps, identity):
+                view = View(outer, b"/".join(comps), identity)
+                self._views[root.path] = view
+                return view
+        return None
+
+    def lookup(self, root: Root) -> tuple[Indexed, bytes] | None:
+        """The index that holds ``root``'s files now, and the root's place in it (``b""``:
+        its own index): only one made from the very directory the root has pinned, and for
+        a nested root only while the outer index still holds exactly its files."""
+        try:
+            identity = root.fs.identity()
+        except OSError:
+            return None
+        ix = self._roots.get(root.path)
+        if ix is not None:
+            return (ix, b"") if ix.identity == identity else None
+        view = self._views.get(root.path)
+        if view is None or view.identity != identity or view.outer.stop.is_set():
+            return None
+        if not shareable(view.outer.fs, view.prefix.split(b"/"), identity):
+            return None
+        return view.outer, view.prefix
 
     def _stop(self, ix: Indexed, *, wait: bool = False) -> None:
         ix.stop.set()
@@ -193,6 +279,7 @@ class IndexManager:
                     continue
                 ix.users = {0}
             self.release(path, 0, wait=True)
+        self._views.clear()
 
     def prune(self) -> list[str]:
         """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first."""
@@ -409,6 +496,7 @@ class IndexManager:
     ) -> SyncStats:
         """A full sync now (creating the index if needed), reporting progress."""
         ix = self._roots.get(root.path) or self.activate(root, 0, background=True)
+        # (a nested root shares its outer root's index: that one is re-synced)
         if ix is None:
             raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
         deadline = time.monotonic() + 3600

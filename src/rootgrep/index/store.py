@@ -402,6 +402,12 @@ class RootIndex:
     def file_count(self) -> int:
         return sum(1 for e in self.entries.values() if e.fid)
 
+    def count_below(self, place: bytes) -> tuple[int, int]:
+        """(files, bytes of text) of the indexed files below ``place`` (a directory)."""
+        below = place + b"/"
+        sizes = [e.size for p, e in self.entries.items() if e.fid and p.startswith(below)]
+        return len(sizes), sum(sizes)
+
     # -- sync --------------------------------------------------------------------------------
 
     def sync(
