@@ -14,12 +14,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+from .. import confine
 from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
 from ..roots import Root
 from ..walker import IGNORE_FILES, Walker
+from .cache import CacheDir, folder_name
 from .store import (
     Progress,
     RootIndex,
@@ -97,6 +99,13 @@ class IndexManager:
         self.max_file_size = max_file_size
         self.hold_writer = hold_writer
         self.cache_max_bytes = cache_max_bytes
+        # The cache dir is pinned once (refused if unsafe: CacheUnusable) and hidden from every
+        # tool of this process while the manager lives (confine's hidden identities).
+        self.cache: CacheDir | None = None
+        self._hidden: tuple[int, int] | None = None
+        if enabled:
+            self.cache = CacheDir.open(self.cache_dir)
+            self._hidden = confine.hide(self.cache.fd)
         self._roots: dict[bytes, Indexed] = {}
         self._lock = threading.Lock()
         self._builds = threading.Semaphore(1)  # one full build at a time: they compete for I/O
@@ -178,14 +187,19 @@ class IndexManager:
                     continue
                 ix.users = {0}
             self.release(path, 0, wait=True)
+        if self._hidden is not None:
+            confine.unhide(self._hidden)
+            self._hidden = None
 
     def prune(self) -> list[str]:
-        """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first."""
-        if self.cache_max_bytes is None:
+        """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first:
+        never one of this process's roots (building, active, or still being reaped), and
+        never one any process holds open (the folder's lock, see ``cache.py``)."""
+        if self.cache_max_bytes is None or self.cache is None:
             return []
         with self._lock:
-            keep = {ix.index.dir for ix in self._roots.values() if ix.index is not None}
-        evicted = prune_cache(self.cache_dir, self.cache_max_bytes, keep)
+            keep = {folder_name(p) for p in self._roots}
+        evicted = prune_cache(self.cache, self.cache_max_bytes, keep)
         for d in evicted:
             log.info("evicted the index in %s (cache over --cache-max-bytes)", d)
         return evicted
@@ -209,7 +223,9 @@ class IndexManager:
             tell(f"indexing {shown}: {done} files read")
 
         try:
-            kw = {"max_file_size": self.max_file_size} if self.max_file_size else {}
+            kw: dict[str, Any] = {"cache": self.cache}
+            if self.max_file_size:
+                kw["max_file_size"] = self.max_file_size
             try:
                 index = RootIndex(self.cache_dir, ix.root_path, hold_writer=self.hold_writer, **kw)
             except WriterBusy:
