@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rootgrep.errors import InvalidPath
 from rootgrep.index.cache import CacheDir, CacheUnusable, folder_name
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.plan import plan
@@ -281,3 +282,30 @@ def test_eviction_never_takes_an_index_still_building_in_this_process(
 
 def test_folder_names_are_the_hash_of_the_root_path() -> None:
     assert folder_name(b"/a") == hashlib.sha256(b"/a").hexdigest()[:20]
+
+
+@pytest.mark.parametrize("hold_writer", [False, True])
+def test_no_write_once_the_cache_path_leads_elsewhere(
+    tmp_path: Path, tree: Path, outside: Path, hold_writer: bool
+) -> None:
+    """Tantivy writes by path: when an ancestor of the cache is renamed and replaced by a
+    symlink to the outside (only the operator's own processes can: no tool may move it),
+    the next sync refuses to write instead of writing into the symlink's target."""
+    base = tmp_path / "base"
+    cache = base / "cache"
+    r = pin_root(str(tree))
+    ix = RootIndex(str(cache), r.path, hold_writer=hold_writer)
+    try:
+        ix.sync(r.fs)
+        os.rename(base, tmp_path / "base-moved")
+        fake = outside / "cache" / folder_name(r.path) / "tantivy"
+        fake.mkdir(parents=True)
+        base.symlink_to(outside)
+        before = checksum(outside)
+        (tree / "new.py").write_text("a new file\n")
+        with pytest.raises(InvalidPath):
+            ix.sync(r.fs)
+        assert checksum(outside) == before
+    finally:
+        ix.close()
+        r.close()

@@ -485,7 +485,10 @@ class RootIndex:
         return False
 
     def _acquire_writer(self) -> Any:
-        return self._writer if self._writer is not None else self._new_writer()
+        if self._writer is not None:  # (a held writer: its path is checked at every sync too)
+            self.folder.check_path(self._tantivy_path)
+            return self._writer
+        return self._new_writer()
 
     def _new_writer(self) -> Any:
         # tantivy writes by path: only while that path still names this folder's own
