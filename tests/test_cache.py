@@ -309,3 +309,77 @@ def test_no_write_once_the_cache_path_leads_elsewhere(
     finally:
         ix.close()
         r.close()
+
+
+def _service_outputs(home: Path, cache: Path, *, index: bool) -> list[str]:
+    """What every reading tool shows of ``home`` (which holds ``cache``) with the cache dir
+    hidden: its listings, greps, and its files asked for by name."""
+    from rootgrep.errors import RootgrepError
+    from rootgrep.service import Service, Settings, Token
+
+    manager = IndexManager(str(cache), enabled=index, watch=False)
+    roots = [pin_root(str(home))]
+    service = Service(roots, Settings(), indexes=manager)
+    outs: list[str] = []
+    rel = str(cache.relative_to(home))
+    try:
+        outs.append(repr(service.list_directory(roots)))
+        outs.append(repr(service.list_directory(roots, path=str(cache.parent.relative_to(home)))))
+        outs.append(repr(service.find_files(roots, Token(), pattern="*", hidden=True)))
+        outs.append(repr(service.directory_tree(roots, Token(), max_depth=6)))
+        for pattern in ("precious-root-path", "schema_version"):
+            found = service.grep(roots, Token(), pattern=pattern, hidden=True, no_ignore=True)
+            outs.append(repr(found))
+            assert found.matches == []
+        for p in (rel, f"{rel}/some-index/manifest.json", f"{rel}/some-index/"):
+            for call, arg in ((service.read_file, p.rstrip("/")), (service.file_info, p),
+                              (service.list_directory, p)):  # fmt: skip
+                try:
+                    outs.append(repr(call(roots, path=arg)))
+                except RootgrepError as e:
+                    assert e.code == "not_found", e  # (its message only echoes the request)
+                else:
+                    raise AssertionError(f"{p} was shown: {outs[-1]}")
+    finally:
+        manager.close()
+        roots[0].close()
+    return outs
+
+
+def _plant_other_index(cache: Path) -> None:
+    folder = cache / "some-index"
+    folder.mkdir(parents=True, mode=0o700)
+    (folder / "manifest.json").write_text('{"schema_version": 3, "root_display": '
+                                          '"/elsewhere/precious-root-path"}')  # fmt: skip
+
+
+def test_with_no_index_another_process_s_cache_is_hidden_all_the_same(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    (home / "proj" / "a.txt").write_text("hello\n")
+    cache = home / "cache-dir" / "rootgrep"
+    _plant_other_index(cache)
+    for out in _service_outputs(home, cache, index=False):
+        assert "precious-root-path" not in out and "some-index" not in out, out
+        assert "'rootgrep'" not in out and "name='rootgrep'" not in out, out
+
+
+def test_a_cache_dir_that_is_a_mount_point_is_hidden_from_its_parent_s_listing(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    (home / "proj" / "a.txt").write_text("hello\n")
+    cache = home / "mnt" / "rootgrep"
+    cache.mkdir(parents=True, mode=0o700)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "none", str(cache)],
+                      capture_output=True).returncode != 0:  # fmt: skip
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        assert os.stat(cache).st_dev != os.stat(cache.parent).st_dev
+        _plant_other_index(cache)
+        for out in _service_outputs(home, cache, index=True):
+            assert "precious-root-path" not in out and "some-index" not in out, out
+            assert "name='rootgrep'" not in out, out
+    finally:
+        subprocess.run(["umount", str(cache)], check=True)

@@ -252,7 +252,8 @@ def _check_name(name: bytes) -> None:
 # them or goes through a hidden directory. The checks cost a set lookup when nothing is hidden,
 # and one ``fstat`` of an fd already open when something is.
 
-_hidden: dict[tuple[int, int], list[int]] = {}  # (dev, ino) -> [references, dir fd or -1]
+# (dev, ino) -> [references, dir fd or -1, inode its parent's listing shows or -1]
+_hidden: dict[tuple[int, int], list[int]] = {}
 _hidden_inos: frozenset[int] = frozenset()  # read without the lock (replaced, never mutated)
 _hidden_generation = 0
 _hidden_lock = threading.Lock()
@@ -269,11 +270,42 @@ def hide(fd: int) -> tuple[int, int]:
         if key in _hidden:
             _hidden[key][0] += 1
         else:
-            keep = os.dup(fd) if stat_mod.S_ISDIR(st.st_mode) else -1
-            _hidden[key] = [1, keep]
-            _hidden_inos = frozenset(ino for _, ino in _hidden)
+            is_dir = stat_mod.S_ISDIR(st.st_mode)
+            keep = os.dup(fd) if is_dir else -1
+            _hidden[key] = [1, keep, _covered_ino(fd, st) if is_dir else -1]
+            _hidden_inos = _all_hidden_inos()
             _hidden_generation += 1
     return key
+
+
+def _all_hidden_inos() -> frozenset[int]:
+    return frozenset(ino for _, ino in _hidden) | {v[2] for v in _hidden.values() if v[2] >= 0}
+
+
+def _covered_ino(fd: int, st: os.stat_result) -> int:
+    """For a directory that is a mount point: the inode its parent's listing shows for it
+    (the covered directory's, not the mounted one's), so listings leave it out too; -1
+    otherwise. (Scans the parent once, only for a mount point.)"""
+    try:
+        pfd = os.open(b"..", _O_DIR, dir_fd=fd)
+    except OSError:
+        return -1
+    try:
+        if os.fstat(pfd).st_dev == st.st_dev:
+            return -1
+        with os.scandir(pfd) as it:
+            for de in it:
+                try:
+                    there = os.stat(de.name, dir_fd=pfd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+                    return de.inode()
+        return -1
+    except OSError:
+        return -1
+    finally:
+        os.close(pfd)
 
 
 def unhide(key: tuple[int, int]) -> None:
@@ -286,7 +318,7 @@ def unhide(key: tuple[int, int]) -> None:
         if ref[0] > 0:
             return
         del _hidden[key]
-        _hidden_inos = frozenset(ino for _, ino in _hidden)
+        _hidden_inos = _all_hidden_inos()
         _hidden_generation += 1
     if ref[1] >= 0:
         os.close(ref[1])
@@ -340,13 +372,13 @@ def _chain_holds(start_fd: int, wanted: set[tuple[int, int]], *, self_too: bool)
 
 def _hidden_dir_fds() -> list[int]:
     with _hidden_lock:
-        return [os.dup(fd) for _, fd in _hidden.values() if fd >= 0]
+        return [os.dup(v[1]) for v in _hidden.values() if v[1] >= 0]
 
 
 def inside_hidden(fd: int) -> bool:
     """Whether the directory ``fd`` is a hidden directory or lies beneath one."""
     with _hidden_lock:
-        wanted = {k for k, (_, dfd) in _hidden.items() if dfd >= 0}
+        wanted = {k for k, v in _hidden.items() if v[1] >= 0}
     return bool(wanted) and _chain_holds(fd, wanted, self_too=True)
 
 

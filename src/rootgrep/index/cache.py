@@ -49,6 +49,19 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_TRIES = 20  # an evictor racing the open of the same folder, again and again
 
 
+def hide_if_present(path: str) -> tuple[int, int] | None:
+    """Hide a cache dir this process does not use (``--no-index``) from its tools all the
+    same: other processes' indexes may be there. None when there is no such directory."""
+    try:
+        fd = os.open(os.path.abspath(path), _O_DIR)
+    except OSError:
+        return None
+    try:
+        return confine.hide(fd)
+    finally:
+        os.close(fd)
+
+
 class CacheUnusable(InvalidPath):
     """The cache dir cannot be trusted (a symlink, someone else's, or group/other-writable)."""
 

@@ -21,7 +21,7 @@ from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable
 from ..roots import Root
 from ..walker import IGNORE_FILES, Walker
-from .cache import CacheDir, folder_name
+from .cache import CacheDir, folder_name, hide_if_present
 from .store import (
     Progress,
     RootIndex,
@@ -106,6 +106,8 @@ class IndexManager:
         if enabled:
             self.cache = CacheDir.open(self.cache_dir)
             self._hidden = confine.hide(self.cache.fd)
+        else:  # (unused here, but other processes' indexes may be in it)
+            self._hidden = hide_if_present(self.cache_dir)
         self._roots: dict[bytes, Indexed] = {}
         self._lock = threading.Lock()
         self._builds = threading.Semaphore(1)  # one full build at a time: they compete for I/O
