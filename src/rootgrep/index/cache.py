@@ -210,7 +210,7 @@ class CacheDir:
             try:
                 fs = Beneath(os.dup(fd), b"", symlinks="never", hides=False)
                 try:
-                    manifest = _json(_read(fs, MANIFEST))
+                    manifest = _json(read_whole(fs, MANIFEST))
                     if manifest is None:
                         continue
                     used = max(_mtime(fs, MANIFEST), _mtime(fs, LAST_USED))
@@ -294,7 +294,7 @@ class CachedIndex:
             if fd >= 0:
                 fs = Beneath(fd, b"", symlinks="never", hides=False)
                 try:
-                    data = _read(fs, STATE_FILE.encode())
+                    data = read_whole(fs, STATE_FILE.encode())
                 finally:
                     fs.close()
         entries, synced_at = (decode_state(data) if data is not None else None) or ({}, None)
@@ -321,7 +321,7 @@ class IndexFolder:
         self._closer()
 
     def read(self, name: str) -> bytes | None:
-        return _read(self.fs, name.encode())
+        return read_whole(self.fs, name.encode())
 
     def read_json(self, name: str) -> dict[str, Any] | None:
         return _json(self.read(name))
@@ -419,7 +419,7 @@ def _release(fs: Beneath, lock_fd: int) -> None:
     fs.close()
 
 
-def _read(fs: Beneath, name: bytes) -> bytes | None:
+def read_whole(fs: Beneath, name: bytes) -> bytes | None:
     try:
         fd = fs.open([name], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (OSError, RootgrepError):

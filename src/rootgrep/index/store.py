@@ -725,7 +725,7 @@ def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
     except OSError:
         return None
     try:
-        data = cache_mod._read(fs, name)
+        data = cache_mod.read_whole(fs, name)
     finally:
         fs.close()
     return None if data is None else decode_state(data)
