@@ -420,6 +420,7 @@ def _release(fs: Beneath, lock_fd: int) -> None:
 
 
 def read_whole(fs: Beneath, name: bytes) -> bytes | None:
+    """A regular file beneath ``fs``, whole (never through a link); None if it is not one."""
     try:
         fd = fs.open([name], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except (OSError, RootgrepError):
