@@ -60,7 +60,10 @@ def world(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[dict[str, 
     (outside / "secret.txt").write_text(MARKER + "\n")
     (outside / "manifest.json").write_text('{"precious": true}')
     (home / "evil").symlink_to(outside)  # a link inside the root (as a checked-out repo has)
-    yield {"home": home, "b": b, "outside": outside, "cache": home / request.param,
+    cache = home / request.param
+    (home / "cachelink").symlink_to(cache)  # links inside the root to the hidden ones
+    (home / "auditlink").symlink_to("audit.log")
+    yield {"home": home, "b": b, "outside": outside, "cache": cache,
            "audit": home / "audit.log"}  # fmt: skip
 
 
@@ -138,7 +141,9 @@ async def test_one_session_never_sees_another_through_the_cache_or_the_audit_log
                 hidden_paths = [rel_cache, f"{rel_cache}/", f"{rel_cache}/{b_folder.name}",
                                 f"{rel_cache}/{b_folder.name}/manifest.json", "audit.log",
                                 f"proj/../{rel_cache}/{b_folder.name}/manifest.json",
-                                str(b_folder / "manifest.json"), uri(world["audit"])]  # fmt: skip
+                                str(b_folder / "manifest.json"), uri(world["audit"]),
+                                f"cachelink/{b_folder.name}/manifest.json", "auditlink",
+                                "cachelink/"]  # fmt: skip
                 for p in hidden_paths:
                     for tool, args in (("read_file", {"path": p}), ("file_info", {"path": p}),
                                        ("list_directory", {"path": p}),
@@ -147,6 +152,8 @@ async def test_one_session_never_sees_another_through_the_cache_or_the_audit_log
                                        ("find_files", {"pattern": "*", "path": p})):  # fmt: skip
                         if tool == "read_file" and p.endswith("/"):
                             continue
+                        if tool == "file_info" and p == "auditlink":
+                            continue  # (describes the link itself, as for any link)
                         res = await call(tool, args)
                         assert code(res) == "not_found", (tool, p, everything(res))
                 await call("search", {"query": "content session"})
