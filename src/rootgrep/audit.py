@@ -1,4 +1,8 @@
-"""The audit log: one JSON line per authorization decision, never contents or credentials."""
+"""The audit log: one JSON line per authorization decision, never contents or credentials.
+
+While it is open, the log file is hidden from every tool of this process (by identity, see
+``confine.hide``): a log inside a served root must not show one session the paths another
+asked for, nor be overwritten, moved or deleted through the tools."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import os
 import threading
 from typing import Literal
 
+from . import confine
+
 
 class Audit:
     """Appends decisions to ``path`` (opened once, by the operator's own name for it)."""
@@ -15,8 +21,10 @@ class Audit:
     def __init__(self, path: str | None) -> None:
         self._lock = threading.Lock()
         self._fd = -1
+        self._hidden: tuple[int, int] | None = None
         if path:
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._hidden = confine.hide(self._fd)
 
     @property
     def enabled(self) -> bool:
@@ -50,6 +58,9 @@ class Audit:
             os.write(self._fd, data)  # O_APPEND: each decision is one whole line
 
     def close(self) -> None:
+        if self._hidden is not None:
+            confine.unhide(self._hidden)
+            self._hidden = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

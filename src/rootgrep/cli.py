@@ -208,12 +208,14 @@ def _index_parser(verb: str) -> argparse.ArgumentParser:
 def _index(args: argparse.Namespace, watch: bool) -> int:
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from .index.cache import CacheDir
     from .index.store import ForeignIndex, RootIndex, WriterBusy, default_cache_dir
 
     cache = args.cache_dir or default_cache_dir()
     roots = [pin_root(d) for d in args.dirs]
     if watch:
         return _daemon(cache, roots, args.max_file_size)
+    pinned = CacheDir.open(cache)  # (refused with a clear message when unsafe: exit 2)
     try:
         with Progress(
             SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
@@ -224,8 +226,9 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                 task = bar.add_task(os.fsdecode(r.path), total=None)
                 try:
                     ix = RootIndex(
-                        cache, r.path, max_file_size=args.max_file_size, identity=r.fs.identity()
-                    )
+                        cache, r.path, max_file_size=args.max_file_size, cache=pinned,
+                        identity=r.fs.identity(),
+                    )  # fmt: skip
                 except ForeignIndex as e:
                     bar.update(task, description=f"{os.fsdecode(r.path)} ({e})")
                     continue
@@ -238,6 +241,8 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                 except WriterBusy:
                     bar.update(task, description=f"{os.fsdecode(r.path)} (kept by a daemon)")
                     continue
+                finally:
+                    ix.close()
                 bar.update(task, completed=st.read, total=st.read)
                 print(
                     f"{os.fsdecode(r.path)}: {st.files} files indexed; read {st.read} "
@@ -247,6 +252,7 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                 )
         return 0
     finally:
+        pinned.close()
         for r in roots:
             r.close()
 
@@ -315,18 +321,25 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from .index.cache import CacheDir
     from .index.store import cached_indexes, default_cache_dir
 
     cache = args.cache_dir or default_cache_dir()
     print(f"cache: {cache}")
-    for c in cached_indexes(cache):
-        files, text_bytes, pending, when = c.summary()
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "never"
-        print(
-            f"{c.root_display}: {files} files, {text_bytes} bytes of text, index "
-            f"{c.disk_bytes} bytes on disk, synced {stamp}"
-            + (f", {pending} pending" if pending else "")
-        )
+    if not os.path.lexists(cache):
+        return 0  # (no cache yet: nothing to list, and nothing is created)
+    pinned = CacheDir.open(cache)  # the same checks as every user of the cache
+    try:
+        for c in cached_indexes(pinned):
+            files, text_bytes, pending, when = c.summary()
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "never"
+            print(
+                f"{c.root_display}: {files} files, {text_bytes} bytes of text, index "
+                f"{c.disk_bytes} bytes on disk, synced {stamp}"
+                + (f", {pending} pending" if pending else "")
+            )
+    finally:
+        pinned.close()
     return 0
 
 

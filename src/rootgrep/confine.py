@@ -55,8 +55,6 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _O_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WALK_HELD_FDS = 16  # directory fds the component walk keeps open at once
 _WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
-_WALK_HELD_FDS = 16  # directory fds the component walk keeps open at once
-_WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
 _O_PATH = getattr(os, "O_PATH", 0o10000000) | os.O_CLOEXEC
 
 
@@ -243,18 +241,180 @@ def _check_name(name: bytes) -> None:
         raise InvalidPath(f"'{display(name)}' is not a single file name")
 
 
+# ---- hidden identities: rootgrep's own cache dir and audit log ------------------------------
+#
+# When the index cache or the audit log lies inside a served root (the default cache with a
+# root of $HOME), no tool may see, read, write, move, copy or delete it: a client would read
+# other sessions' root paths and file names there, or turn index writes into writes outside the
+# roots. They are hidden by identity (st_dev, st_ino), never by a path prefix: every listing
+# drops them (``scan_fd``), every open of a directory or file by one name refuses them as a
+# missing name, and single-path resolution (``Beneath.open``) refuses a path that resolves to
+# them or goes through a hidden directory. The checks cost a set lookup when nothing is hidden,
+# and one ``fstat`` of an fd already open when something is.
+
+# (dev, ino) -> [references, dir fd or -1, inode its parent's listing shows or -1]
+_hidden: dict[tuple[int, int], list[int]] = {}
+_hidden_inos: frozenset[int] = frozenset()  # read without the lock (replaced, never mutated)
+_hidden_generation = 0
+_hidden_lock = threading.Lock()
+_ROOT_DEPTH_MAX = 4096  # '..' steps from a directory to '/' (a bound, not a real depth)
+
+
+def hide(fd: int) -> tuple[int, int]:
+    """Hide the file or directory ``fd`` is from every tool (until ``unhide``); returns its
+    identity. A directory's fd is kept (dup'd) to find its ancestors."""
+    global _hidden_inos, _hidden_generation
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    with _hidden_lock:
+        if key in _hidden:
+            _hidden[key][0] += 1
+        else:
+            is_dir = stat_mod.S_ISDIR(st.st_mode)
+            keep = os.dup(fd) if is_dir else -1
+            _hidden[key] = [1, keep, _covered_ino(fd, st) if is_dir else -1]
+            _hidden_inos = _all_hidden_inos()
+            _hidden_generation += 1
+    return key
+
+
+def _all_hidden_inos() -> frozenset[int]:
+    return frozenset(ino for _, ino in _hidden) | {v[2] for v in _hidden.values() if v[2] >= 0}
+
+
+def _covered_ino(fd: int, st: os.stat_result) -> int:
+    """For a directory that is a mount point: the inode its parent's listing shows for it
+    (the covered directory's, not the mounted one's), so listings leave it out too; -1
+    otherwise. (Scans the parent once, only for a mount point.)"""
+    try:
+        pfd = os.open(b"..", _O_DIR, dir_fd=fd)
+    except OSError:
+        return -1
+    try:
+        if os.fstat(pfd).st_dev == st.st_dev:
+            return -1
+        with os.scandir(pfd) as it:
+            for de in it:
+                try:
+                    there = os.stat(de.name, dir_fd=pfd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+                    return de.inode()
+        return -1
+    except OSError:
+        return -1
+    finally:
+        os.close(pfd)
+
+
+def unhide(key: tuple[int, int]) -> None:
+    global _hidden_inos, _hidden_generation
+    with _hidden_lock:
+        ref = _hidden.get(key)
+        if ref is None:
+            return
+        ref[0] -= 1
+        if ref[0] > 0:
+            return
+        del _hidden[key]
+        _hidden_inos = _all_hidden_inos()
+        _hidden_generation += 1
+    if ref[1] >= 0:
+        os.close(ref[1])
+
+
+def is_hidden(st: os.stat_result) -> bool:
+    """Whether ``st`` is the cache dir or the audit log of this process (by identity)."""
+    return st.st_ino in _hidden_inos and (st.st_dev, st.st_ino) in _hidden
+
+
+def _hidden_at(dirfd: int, name: bytes) -> bool:
+    if not _hidden_inos:
+        return False
+    try:
+        return is_hidden(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+    except OSError:
+        return False
+
+
+def _gone(name: bytes | str) -> OSError:
+    """What a hidden name looks like to a caller: a name that does not exist."""
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
+def _up(fd: int) -> int:
+    return os.open(b"..", _O_PATH | os.O_DIRECTORY, dir_fd=fd)
+
+
+def _chain_holds(start_fd: int, wanted: set[tuple[int, int]], *, self_too: bool) -> bool:
+    """Whether a directory in ``wanted`` is ``start_fd`` (with ``self_too``) or one of its
+    ancestors, found by ``..`` steps up to ``/`` (identity all the way, never a path)."""
+    cur = os.dup(start_fd)
+    try:
+        st = os.fstat(cur)
+        if self_too and (st.st_dev, st.st_ino) in wanted:
+            return True
+        for _ in range(_ROOT_DEPTH_MAX):
+            up = _up(cur)
+            os.close(cur)
+            cur = up
+            ust = os.fstat(cur)
+            if (ust.st_dev, ust.st_ino) in wanted:
+                return True
+            if (ust.st_dev, ust.st_ino) == (st.st_dev, st.st_ino):
+                return False  # '/': its '..' is itself
+            st = ust
+        return False
+    finally:
+        os.close(cur)
+
+
+def _hidden_dir_fds() -> list[int]:
+    with _hidden_lock:
+        return [os.dup(v[1]) for v in _hidden.values() if v[1] >= 0]
+
+
+def inside_hidden(fd: int) -> bool:
+    """Whether the directory ``fd`` is a hidden directory or lies beneath one."""
+    with _hidden_lock:
+        wanted = {k for k, v in _hidden.items() if v[1] >= 0}
+    return bool(wanted) and _chain_holds(fd, wanted, self_too=True)
+
+
+def holds_hidden(st: os.stat_result) -> bool:
+    """Whether the directory ``st`` is an ancestor of a hidden directory (walking up from each
+    hidden directory: a handful of ``..`` steps, done only when a directory is moved)."""
+    wanted = {(st.st_dev, st.st_ino)}
+    fds = _hidden_dir_fds()
+    try:
+        return any(_chain_holds(fd, wanted, self_too=False) for fd in fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 # ---- fd-relative primitives (a directory fd that is already confined + one name) ----------
 
 
-def scan_fd(dirfd: int) -> list[Entry]:
-    """List a directory fd opened O_RDONLY|O_DIRECTORY, sorted by name bytes, links unfollowed."""
+def scan_fd(dirfd: int, hidden: list[bytes] | None = None) -> list[Entry]:
+    """List a directory fd opened O_RDONLY|O_DIRECTORY, sorted by name bytes, links unfollowed.
+
+    Hidden entries (the cache dir, the audit log) are left out, their names added to
+    ``hidden`` when given. (The entry's inode from the listing is checked first, free; only a
+    match costs an ``lstat``.)"""
     out: list[Entry] = []
     append = out.append
     enc = _FS_ENCODING
     new = tuple.__new__  # Entry(...) without a Python frame: one per directory entry
+    inos = _hidden_inos
     with os.scandir(dirfd) as it:
         for de in it:
             name = de.name.encode(enc, "surrogateescape")
+            if inos and de.inode() in inos and _hidden_at(dirfd, name):
+                if hidden is not None:
+                    hidden.append(name)
+                continue
             if de.is_file(follow_symlinks=False):
                 append(new(Entry, (name, "file")))
             elif de.is_dir(follow_symlinks=False):
@@ -268,8 +428,12 @@ def scan_fd(dirfd: int) -> list[Entry]:
 
 
 def open_dir_at(dirfd: int, name: bytes) -> int:
-    """Open a subdirectory by a single name, never through a symlink."""
-    return os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dirfd)
+    """Open a subdirectory by a single name, never through a symlink (nor a hidden one)."""
+    fd = os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dirfd)
+    if _hidden_inos and is_hidden(os.fstat(fd)):
+        os.close(fd)
+        raise _gone(name)
+    return fd
 
 
 def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
@@ -283,6 +447,9 @@ def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
     if not stat_mod.S_ISREG(st.st_mode):
         os.close(fd)
         raise NotRegularFile(f"'{display(name)}' is not a regular file")
+    if _hidden_inos and is_hidden(st):
+        os.close(fd)
+        raise _gone(name)
     return fd, st
 
 
@@ -296,7 +463,7 @@ def stat_regular_at(dirfd: int, name: bytes) -> os.stat_result | None:
         st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
     except OSError:
         return None
-    return st if stat_mod.S_ISREG(st.st_mode) else None
+    return st if stat_mod.S_ISREG(st.st_mode) and not is_hidden(st) else None
 
 
 def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
@@ -334,7 +501,7 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
     try:
         st = os.fstat(fd)
         size = st.st_size
-        if not stat_mod.S_ISREG(st.st_mode) or size > max_file_size:
+        if not stat_mod.S_ISREG(st.st_mode) or size > max_file_size or is_hidden(st):
             return None
         if size <= BINARY_SNIFF_BYTES:
             data, _ = read_fd(fd, size, max_file_size)
@@ -399,10 +566,14 @@ class Beneath:
         aliases: tuple[bytes, ...] = (),
         symlinks: SymlinkPolicy = "within",
         use_openat2: bool | None = None,
+        hides: bool = True,
     ) -> None:
         if symlinks not in ("within", "never"):
             raise ValueError(f"unknown symlink policy {symlinks!r}")
         self.fd = fd
+        # hidden identities are refused beneath this root (False: the cache dir's own pin)
+        self.hides = hides
+        self._hidden_here: tuple[int, bool] | None = None
         self.path = path
         self.aliases = (path, *[a for a in aliases if a != path])
         self.symlinks: SymlinkPolicy = symlinks
@@ -419,15 +590,19 @@ class Beneath:
         *,
         symlinks: SymlinkPolicy = "within",
         use_openat2: bool | None = None,
+        hides: bool = True,
     ) -> Beneath:
         """Open ``path`` (an absolute directory) once and pin it; its canonical path is read
-        back from the fd itself, so a root announced through a symlink is resolved race-free."""
+        back from the fd itself, so a root announced through a symlink is resolved race-free.
+        A directory that is (or lies beneath) a hidden one is refused as missing."""
         if symlinks not in ("within", "never"):
             raise ValueError(f"unknown symlink policy {symlinks!r}")
         raw = fsencode_path(path)
         fd = os.open(raw, _O_DIR)  # the one open by name: pinning a root
         try:
             st = os.fstat(fd)
+            if hides and _hidden_inos and inside_hidden(fd):
+                raise _gone(raw)
             canonical = _canonical_of(fd, st)
             aliases = []
             announced = os.fsencode(os.path.abspath(raw))
@@ -435,8 +610,9 @@ class Beneath:
             if b".." not in raw.split(b"/") and _same_dir(announced, st):
                 aliases.append(announced)
             return cls(
-                fd, canonical, aliases=tuple(aliases), symlinks=symlinks, use_openat2=use_openat2
-            )
+                fd, canonical, aliases=tuple(aliases), symlinks=symlinks,
+                use_openat2=use_openat2, hides=hides,
+            )  # fmt: skip
         except BaseException:
             os.close(fd)
             raise
@@ -510,7 +686,53 @@ class Beneath:
         if not comps:
             return os.open(b".", flags & ~os.O_NOFOLLOW, dir_fd=self.fd)
         never = no_symlinks or self.symlinks == "never"
-        if self.use_openat2:
+        if not (self.hides and _hidden_inos):
+            return self._resolve(comps, flags, follow, never, False)
+        # Something is hidden: what a path resolves to is checked, and when a hidden directory
+        # lies beneath this root, every directory on the way too (the component walk, since
+        # openat2 does not show the directories it went through).
+        each = self._holds_hidden()
+        try:
+            fd = self._resolve(comps, flags, follow, never, each)
+        except (RootgrepError, OSError) as e:
+            # (a hidden file opened as a directory, say: it must still look missing)
+            if not isinstance(e, NotFound) and self._names_hidden(comps, follow, never, each):
+                raise _error(_gone(b"/".join(comps)), comps) from None
+            raise
+        if is_hidden(os.fstat(fd)):
+            os.close(fd)
+            raise _error(_gone(b"/".join(comps)), comps)
+        return fd
+
+    def _names_hidden(self, comps: list[bytes], follow: bool, never: bool, each: bool) -> bool:
+        try:
+            fd = self._resolve(comps, _O_PATH, follow, never, each)
+        except (RootgrepError, OSError):
+            return False
+        try:
+            return is_hidden(os.fstat(fd))
+        finally:
+            os.close(fd)
+
+    def _holds_hidden(self) -> bool:
+        """Whether a hidden directory lies beneath this root (found by identity, walking up
+        from each hidden directory; cached until the hidden set changes: tools can neither
+        move a hidden directory nor any directory above it)."""
+        cached = self._hidden_here
+        if cached is not None and cached[0] == _hidden_generation:
+            return cached[1]
+        gen = _hidden_generation
+        try:
+            here = holds_hidden(os.fstat(self.fd))
+        except OSError:
+            here = True  # (when in doubt, the slower walk that checks every directory)
+        self._hidden_here = (gen, here)
+        return here
+
+    def _resolve(
+        self, comps: list[bytes], flags: int, follow: bool, never: bool, each: bool
+    ) -> int:
+        if self.use_openat2 and not each:
             resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
             if never:
                 resolve |= RESOLVE_NO_SYMLINKS
@@ -525,9 +747,12 @@ class Beneath:
                     raise _error(e, comps) from None
                 if e.errno == errno.ENOSYS:
                     self.use_openat2 = False
-        return self._walk(comps, flags, follow, never)
+        return self._walk(comps, flags, follow, never, each)
 
-    def _walk(self, comps: list[bytes], flags: int, follow: bool, never: bool) -> int:
+    def _walk(
+        self, comps: list[bytes], flags: int, follow: bool, never: bool, each: bool = False
+    ) -> int:
+        """The component walk; ``each``: refuse a hidden directory on the way as missing."""
         pending = list(reversed(comps))  # a stack: pending[-1] is next
         # The directories we stand in, below the root: (name, fd or -1 once closed to keep
         # fds bounded; a closed one is reopened name by name from the root if '..' needs it).
@@ -574,6 +799,9 @@ class Beneath:
                     continue
                 if last:
                     return fd
+                if each and is_hidden(os.fstat(fd)):
+                    os.close(fd)
+                    raise _error(_gone(comp), comps)
                 stack.append((comp, fd))
                 if len(stack) > _WALK_HELD_FDS:
                     name, old = stack[-_WALK_HELD_FDS - 1]
@@ -775,6 +1003,8 @@ class Beneath:
         dirfd, name = self.open_parent(comps)
         try:
             old = _lstat_at(dirfd, name)
+            if old is not None and self.hides and is_hidden(old):
+                raise _error(_gone(name), comps)
             if old is not None:
                 if create_only:
                     raise Exists(f"'{display(comps)}' already exists; choose another path")
@@ -798,7 +1028,7 @@ class Beneath:
 
     # -- directory changes (write tools) ------------------------------------------------------
 
-    def mkdirs(self, rel: str | bytes | list[bytes]) -> int:
+    def mkdirs(self, rel: str | bytes | list[bytes], *, mode: int = 0o755) -> int:
         """Create a directory and any missing parents; returns how many were created."""
         comps = rel if isinstance(rel, list) else split_relpath(rel)
         comps = [c for c in comps if c != b"."]
@@ -820,7 +1050,7 @@ class Beneath:
             for name in comps[have:]:
                 _check_name(name)
                 try:
-                    os.mkdir(name, 0o755, dir_fd=fd)
+                    os.mkdir(name, mode, dir_fd=fd)
                     created += 1
                 except FileExistsError:
                     pass  # raced with another creator: fine if it is a directory
@@ -840,6 +1070,8 @@ class Beneath:
         try:
             dfd, dname = self.open_parent(dst)
             try:
+                if self.hides and _hidden_inos:
+                    self._may_move(sfd, sname, dfd, dname, src, dst)
                 if overwrite:
                     os.rename(sname, dname, src_dir_fd=sfd, dst_dir_fd=dfd)
                 else:
@@ -857,6 +1089,25 @@ class Beneath:
         finally:
             os.close(sfd)
 
+    def _may_move(
+        self, sfd: int, sname: bytes, dfd: int, dname: bytes, src: list[bytes], dst: list[bytes]
+    ) -> None:
+        """Neither end of a move may be hidden, and no directory holding a hidden one may
+        move (the index store opens its folders by path, so that path must stay put)."""
+        try:
+            st = os.stat(sname, dir_fd=sfd, follow_symlinks=False)
+        except OSError as e:
+            raise _error(e, src) from None
+        if is_hidden(st):
+            raise _error(_gone(sname), src)
+        if _hidden_at(dfd, dname):
+            raise _error(_gone(dname), dst)
+        if stat_mod.S_ISDIR(st.st_mode) and holds_hidden(st):
+            raise InvalidPath(
+                f"'{display(src)}' holds rootgrep's own index cache, which must stay where it "
+                "is; move the directories inside it instead"
+            )
+
     def copy(self, src: list[bytes], dst: list[bytes], *, overwrite: bool = False) -> CopyReport:
         """Copy a file or a directory tree to ``dst`` beneath the root. Each file lands
         atomically; links that leave the root, FIFOs, sockets and devices are skipped and
@@ -868,6 +1119,8 @@ class Beneath:
             try:
                 dfd, name = self.open_parent(dst)
                 try:
+                    if self.hides and _hidden_at(dfd, name):
+                        raise _error(_gone(name), dst)
                     tmp = _copy_fd_to_temp(fd, dfd, name, stat_mod.S_IMODE(st.st_mode))
                     _install(dfd, tmp, name, overwrite)
                 except FileExistsError:
@@ -911,9 +1164,17 @@ class Beneath:
             os.close(dfd)
         return report
 
-    def remove(self, rel: list[bytes], *, recursive: bool = False) -> int:
+    def remove(
+        self,
+        rel: list[bytes],
+        *,
+        recursive: bool = False,
+        skipped: list[tuple[bytes, str]] | None = None,
+    ) -> int:
         """Remove a file, link or (empty, or with ``recursive``) directory; never the root.
-        Returns the number of entries removed. Links are removed, never followed."""
+        Returns the number of entries removed. Links are removed, never followed. A recursive
+        removal leaves hidden entries (and the directories holding them) in place, noted in
+        ``skipped`` by the directory that holds them."""
         if not [c for c in rel if c != b"."]:
             raise InvalidPath("the root itself cannot be deleted")
         dfd, name = self.open_parent([c for c in rel if c != b"."])
@@ -922,6 +1183,8 @@ class Beneath:
                 st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except OSError as e:
                 raise _error(e, rel) from None
+            if self.hides and is_hidden(st):
+                raise _error(_gone(name), rel)
             if not stat_mod.S_ISDIR(st.st_mode):
                 os.unlink(name, dir_fd=dfd)
                 return 1
@@ -936,7 +1199,15 @@ class Beneath:
                         ) from None
                     raise _error(e, rel) from None
                 return 1
-            removed = _remove_tree_at(dfd, name)
+            kept: list[bytes] = []
+            removed = _remove_tree_at(dfd, name, kept)
+            if kept:
+                if skipped is not None:
+                    top = [c for c in rel if c != b"."]
+                    for where in kept:
+                        full = b"/".join([*top, where] if where else top)
+                        skipped.append((full, HIDDEN_REASON))
+                return removed
             os.rmdir(name, dir_fd=dfd)
             return removed + 1
         except OSError as e:
@@ -959,8 +1230,15 @@ def _copy_tree(
         while stack:
             rel, sfd, dfd = stack.pop()
             try:
-                for e in scan_fd(sfd):
+                hidden: list[bytes] = []
+                listing = scan_fd(sfd, hidden)
+                if hidden:
+                    report.skipped.append((b"/".join(rel), HIDDEN_NOT_COPIED))
+                for e in listing:
                     where = [*rel, e.name]
+                    if _hidden_at(dfd, e.name):
+                        report.skipped.append((b"/".join(rel), HIDDEN_NOT_REPLACED))
+                        continue
                     if e.kind == "dir":
                         try:
                             os.mkdir(e.name, 0o755, dir_fd=dfd)
@@ -1062,21 +1340,39 @@ def _install(dirfd: int, tmp: bytes, name: bytes, overwrite: bool) -> None:
         raise
 
 
-def _remove_tree_at(parent: int, name: bytes) -> int:
-    """Empty the directory ``parent``/``name`` fd-relatively, never following a link."""
+HIDDEN_REASON = "holds an entry rootgrep keeps hidden (its cache or audit log); left in place"
+HIDDEN_NOT_COPIED = "holds an entry rootgrep keeps hidden (its cache or audit log); not copied"
+HIDDEN_NOT_REPLACED = "an entry rootgrep keeps hidden is in the way here; not copied over it"
+
+
+def _remove_tree_at(parent: int, name: bytes, kept: list[bytes] | None = None) -> int:
+    """Empty the directory ``parent``/``name`` fd-relatively, never following a link.
+
+    Hidden entries stay, and so do the directories that hold them: their paths (relative to
+    ``name``) go to ``kept``."""
     removed = 0
     stack = [(open_dir_at(parent, name), None)]
     stack_names: list[bytes] = []
+    full: set[bytes] = set()  # directories (relative) that keep something and stay
     try:
         while stack:
             fd, _ = stack[-1]
             child = None
-            for e in scan_fd(fd):
+            here = b"/".join(stack_names)
+            hidden: list[bytes] = []
+            for e in scan_fd(fd, hidden):
                 if e.kind == "dir":
+                    sub = here + b"/" + e.name if here else e.name
+                    if sub in full:
+                        continue
                     child = e.name
                     break
                 os.unlink(e.name, dir_fd=fd)
                 removed += 1
+            if hidden:
+                full.add(here)
+                if kept is not None:
+                    kept.append(here)
             if child is not None:
                 stack.append((open_dir_at(fd, child), None))
                 stack_names.append(child)
@@ -1084,7 +1380,11 @@ def _remove_tree_at(parent: int, name: bytes) -> int:
             os.close(fd)
             stack.pop()
             if stack_names:
-                os.rmdir(stack_names.pop(), dir_fd=stack[-1][0])
+                done = stack_names.pop()
+                if here in full:
+                    full.add(b"/".join(stack_names))  # (its parent stays too)
+                    continue
+                os.rmdir(done, dir_fd=stack[-1][0])
                 removed += 1
     finally:
         for fd, _ in stack:

@@ -167,6 +167,11 @@ class DeleteResult(BaseModel):
     root: RootRef
     path: str
     removed: int = Field(description="entries removed")
+    skipped: list[Skipped] = Field(
+        default_factory=list,
+        description="directories left in place because they hold an entry rootgrep keeps "
+        "hidden (its own cache or audit log)",
+    )
 
 
 class Snippet(BaseModel):

@@ -622,8 +622,9 @@ def _register_tools(mcp: RootgrepServer, s: Service) -> None:
         root itself. A link is removed, never followed."""
         fn = partial(s.delete_path, path=path, root=root, recursive=recursive)
         return await mcp.call(
-            ctx, roots, fn, lambda r: f"deleted {r.path} ({r.removed} entries)", write=True
-        )
+            ctx, roots, fn, lambda r: f"deleted {r.path} ({r.removed} entries)"
+            + "".join(f"\nleft {k.path}: {k.reason}" for k in r.skipped), write=True,
+        )  # fmt: skip
 
 
 # ---- text renderings -------------------------------------------------------------------------

@@ -880,8 +880,12 @@ class Service:
     ) -> DeleteResult:
         self._writable("delete_path", path)
         r, comps = self._locate(roots, "delete_path", "delete", path, root)
-        removed = r.fs.remove(comps, recursive=recursive)
-        return DeleteResult(root=ref(r), path=display(comps), removed=removed)
+        kept: list[tuple[bytes, str]] = []
+        removed = r.fs.remove(comps, recursive=recursive, skipped=kept)
+        return DeleteResult(
+            root=ref(r), path=display(comps), removed=removed,
+            skipped=[Skipped(path=display(p), reason=why) for p, why in kept],
+        )  # fmt: skip
 
 
 # ---- helpers ---------------------------------------------------------------------------------

@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .. import confine
 from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable, RootgrepError
 from ..roots import Root
 from ..walker import IGNORE_FILES, Walker
+from .cache import CacheDir, folder_name, hide_if_present
 from .store import (
     Progress,
     RootIndex,
@@ -138,6 +140,15 @@ class IndexManager:
         self.max_file_size = max_file_size
         self.hold_writer = hold_writer
         self.cache_max_bytes = cache_max_bytes
+        # The cache dir is pinned once (refused if unsafe: CacheUnusable) and hidden from every
+        # tool of this process while the manager lives (confine's hidden identities).
+        self.cache: CacheDir | None = None
+        self._hidden: tuple[int, int] | None = None
+        if enabled:
+            self.cache = CacheDir.open(self.cache_dir)
+            self._hidden = confine.hide(self.cache.fd)
+        else:  # (unused here, but other processes' indexes may be in it)
+            self._hidden = hide_if_present(self.cache_dir)
         self._roots: dict[bytes, Indexed] = {}
         self._views: dict[bytes, View] = {}  # nested roots served by an outer root's index
         self._lock = threading.Lock()
@@ -280,14 +291,19 @@ class IndexManager:
                 ix.users = {0}
             self.release(path, 0, wait=True)
         self._views.clear()
+        if self._hidden is not None:
+            confine.unhide(self._hidden)
+            self._hidden = None
 
     def prune(self) -> list[str]:
-        """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first."""
-        if self.cache_max_bytes is None:
+        """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first:
+        never one of this process's roots (building, active, or still being reaped), and
+        never one any process holds open (the folder's lock, see ``cache.py``)."""
+        if self.cache_max_bytes is None or self.cache is None:
             return []
         with self._lock:
-            keep = {ix.index.dir for ix in self._roots.values() if ix.index is not None}
-        evicted = prune_cache(self.cache_dir, self.cache_max_bytes, keep)
+            keep = {folder_name(p) for p in self._roots}
+        evicted = prune_cache(self.cache, self.cache_max_bytes, keep)
         for d in evicted:
             log.info("evicted the index in %s (cache over --cache-max-bytes)", d)
         return evicted
@@ -311,7 +327,7 @@ class IndexManager:
             tell(f"indexing {shown}: {done} files examined")
 
         try:
-            kw: dict[str, Any] = {"identity": ix.identity}
+            kw: dict[str, Any] = {"cache": self.cache, "identity": ix.identity}
             if self.max_file_size:
                 kw["max_file_size"] = self.max_file_size
             try:

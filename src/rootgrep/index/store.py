@@ -13,22 +13,19 @@ document the index may hold, and pending entries are re-read by the next sync. T
 are atomic, and its lock admits one writer per index across processes.
 
 The store knows nothing of MCP; it reads files only through the walker and the confinement
-module.
+module, and reaches its own files only beneath the pinned cache dir (``cache.py``: fd-relative,
+never through a link, each folder locked shared while it is open so eviction skips it).
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import hashlib
 import json
 import logging
 import math
 import os
 import re
-import shutil
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -52,6 +49,8 @@ from ..confine import Beneath, display
 from ..errors import RootgrepError
 from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
 from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
+from . import cache as cache_mod
+from .cache import CachedIndex, CacheDir, IndexFolder
 from .plan import Q
 
 log = logging.getLogger("rootgrep.index")
@@ -83,84 +82,46 @@ def default_cache_dir() -> str:
 
 
 def index_dir_for(cache_dir: str, root_path: bytes) -> str:
-    return os.path.join(cache_dir, hashlib.sha256(root_path).hexdigest()[:20])
+    """Where a root's index folder is (a name, for messages and tests: never opened by it)."""
+    return os.path.join(os.path.abspath(cache_dir), cache_mod.folder_name(root_path))
 
 
 def _dir_bytes(d: str) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(d):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, f)).st_size
-    return total
+    """The bytes of the files below folder ``d`` (pinned, then fd-relative, links unfollowed)."""
+    fs = Beneath.pin(d, symlinks="never", hides=False)
+    try:
+        return cache_mod.tree_bytes(fs.fd)
+    finally:
+        fs.close()
 
 
-@dataclass
-class CachedIndex:
-    """One index folder of the cache, as the cache sees it (no index opened)."""
-
-    dir: str
-    root_display: str
-    disk_bytes: int
-    last_used: float
-
-    def summary(self) -> tuple[int, int, int, float | None]:
-        """(files indexed, bytes of text, files pending, synced_at) from its state file."""
-        entries, synced_at = read_state(os.path.join(self.dir, STATE_FILE)) or ({}, None)
-        indexed = [e for e in entries.values() if e.fid]
-        pending = sum(1 for e in entries.values() if e.pending)
-        return len(indexed), sum(e.size for e in indexed), pending, synced_at
+def _cache(cache_dir: str | CacheDir) -> tuple[CacheDir, bool]:
+    """The pinned cache dir, and whether it was pinned here (then the caller closes it)."""
+    if isinstance(cache_dir, CacheDir):
+        return cache_dir, False
+    return CacheDir.open(cache_dir), True
 
 
-def cached_indexes(cache_dir: str) -> list[CachedIndex]:
+def cached_indexes(cache_dir: str | CacheDir) -> list[CachedIndex]:
     """Every index folder in the cache (a folder with a readable manifest)."""
+    cache, own = _cache(cache_dir)
     try:
-        names = sorted(os.listdir(cache_dir))
-    except FileNotFoundError:
-        return []
-    out: list[CachedIndex] = []
-    for name in names:
-        d = os.path.join(cache_dir, name)
-        manifest_path = os.path.join(d, "manifest.json")
-        manifest = _read_json(manifest_path)
-        if manifest is None:
-            continue
-        used = max(_mtime(manifest_path), _mtime(os.path.join(d, "last_used")))
-        out.append(CachedIndex(d, str(manifest.get("root_display")), _dir_bytes(d), used))
-    return out
+        return cache.entries()
+    finally:
+        if own:
+            cache.close()
 
 
-def prune_cache(cache_dir: str, max_bytes: int, keep: set[str]) -> list[str]:
+def prune_cache(cache_dir: str | CacheDir, max_bytes: int, keep: set[str]) -> list[str]:
     """Evict the least recently used indexes until the cache holds at most ``max_bytes``;
-    indexes in ``keep`` (in use) are never evicted. Returns the evicted folders."""
-    found = cached_indexes(cache_dir)
-    total = sum(c.disk_bytes for c in found)
-    evicted: list[str] = []
-    for c in sorted(found, key=lambda c: c.last_used):
-        if total <= max_bytes:
-            break
-        if c.dir in keep:
-            continue
-        shutil.rmtree(c.dir, ignore_errors=True)
-        evicted.append(c.dir)
-        total -= c.disk_bytes
-    return evicted
-
-
-def _read_json(path: str) -> dict[str, Any] | None:
+    indexes in ``keep`` (folder paths or names in use here) and indexes any process holds
+    open are never evicted. Returns the evicted folders."""
+    cache, own = _cache(cache_dir)
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _mtime(path: str) -> float:
-    try:
-        return os.path.getmtime(path)
-    except OSError:
-        return 0.0
+        return cache_mod.prune(cache, max_bytes, keep)
+    finally:
+        if own:
+            cache.close()
 
 
 def _schema():  # type: ignore[no-untyped-def]
@@ -259,7 +220,11 @@ class RootIndex:
     root_path: bytes
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     hold_writer: bool = False  # a daemon keeps the writer (and its lock) for its whole life
+    cache: CacheDir | None = None  # the pinned cache dir (None: pinned here from cache_dir)
     dir: str = field(init=False)
+    folder: IndexFolder = field(init=False, repr=False)
+    _own_cache: bool = field(init=False, default=False, repr=False)
+    _tantivy_path: str = field(init=False, default="", repr=False)
     index: Index = field(init=False)
     schema: object = field(init=False)
     entries: dict[bytes, Entry] = field(init=False, default_factory=dict)
@@ -278,16 +243,35 @@ class RootIndex:
     )
 
     def __post_init__(self) -> None:
-        self.dir = index_dir_for(self.cache_dir, self.root_path)
-        os.makedirs(self.dir, exist_ok=True)
+        if self.cache is None:
+            self.cache, self._own_cache = CacheDir.open(self.cache_dir), True
+        try:
+            # pinned beneath the cache fd, never through a link; locked shared until close
+            self.folder = self.cache.open_index(self.root_path)
+        except BaseException:
+            self._close_cache()
+            raise
+        try:
+            self._open()
+        except BaseException:
+            self.folder.close()
+            self._close_cache()
+            raise
+
+    def _open(self) -> None:
+        self.dir = self.folder.path
         self.schema = _schema()
-        fresh = not self._manifest_ok()
-        if fresh:
-            shutil.rmtree(os.path.join(self.dir, "tantivy"), ignore_errors=True)
+        stale = not self._manifest_ok()
+        if stale:
+            self.folder.remove("tantivy")
             for old in (STATE_FILE, "state.json"):  # (schema 1 and 2 kept it as JSON)
-                _unlink(os.path.join(self.dir, old))
-        os.makedirs(os.path.join(self.dir, "tantivy"), exist_ok=True)
-        self.index = Index(self.schema, path=os.path.join(self.dir, "tantivy"), reuse=True)
+                self.folder.remove(old)
+        # tantivy opens by path (see cache.py): the folder's own, checked against its fd
+        self._tantivy_path, fresh = self.folder.subdir_path("tantivy")
+        if fresh:  # (a state naming documents of an index that is not there would lie)
+            self.folder.remove(STATE_FILE)
+        fresh = fresh or stale
+        self.index = Index(self.schema, path=self._tantivy_path, reuse=True)
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
         self._load_state()
@@ -310,32 +294,46 @@ class RootIndex:
         if self.hold_writer:
             self._writer = self._new_writer()
 
+    def _close_cache(self) -> None:
+        if self._own_cache and self.cache is not None:
+            self.cache.close()
+
     # -- files on disk -----------------------------------------------------------------------
 
+    def _read_manifest(self) -> dict[str, Any] | None:
+        return self.folder.read_json("manifest.json")
+
     def _manifest_ok(self) -> bool:
-        m = _read_json(os.path.join(self.dir, "manifest.json"))
+        m = self._read_manifest()
         if m is None:
             return False
         return m.get("schema_version") == SCHEMA_VERSION and m.get("root") == _b64(self.root_path)
 
     def _bound_identity(self) -> tuple[int, int] | None:
         """(device, inode) of the directory the index was built from, from its manifest."""
-        m = _read_json(os.path.join(self.dir, "manifest.json")) or {}
+        m = self._read_manifest() or {}
         dev, ino = m.get("root_dev"), m.get("root_ino")
         return (dev, ino) if isinstance(dev, int) and isinstance(ino, int) else None
 
-    def _write_manifest(self) -> None:
-        fields: dict[str, object] = {
+    def _write_manifest(self, **extra: object) -> None:
+        """The manifest: schema version and root (and the device and inode of the directory
+        the index is made from), plus ``extra`` fields (JSON values)."""
+        manifest: dict[str, object] = {
             "schema_version": SCHEMA_VERSION,
             "root": _b64(self.root_path),
             "root_display": display(self.root_path),
         }
         if self.identity is not None:
-            fields["root_dev"], fields["root_ino"] = self.identity
-        _atomic_json(os.path.join(self.dir, "manifest.json"), fields)
+            manifest["root_dev"], manifest["root_ino"] = self.identity
+        manifest.update(extra)
+        self.folder.write("manifest.json", json.dumps(manifest, separators=(",", ":")).encode())
+
+    def _read_state(self) -> tuple[dict[bytes, Entry], float | None] | None:
+        data = self.folder.read(STATE_FILE)
+        return None if data is None else decode_state(data)
 
     def _load_state(self) -> None:
-        entries, synced_at = read_state(os.path.join(self.dir, STATE_FILE)) or ({}, None)
+        entries, synced_at = self._read_state() or ({}, None)
         try:
             paths = paths_by_fid(entries)
         except IndexCorrupt as e:  # (a state written by a bug): rebuilt by the next sync
@@ -348,16 +346,13 @@ class RootIndex:
         self.synced_at = synced_at
 
     def _save_state(self, entries: dict[bytes, Entry], synced_at: float | None) -> None:
-        write_state(os.path.join(self.dir, STATE_FILE), entries, synced_at)
+        self.folder.write(STATE_FILE, encode_state(entries, synced_at))
         self._state_stamp = self._stamp()  # (our own write: nothing to reload)
 
     def _stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(os.path.join(self.dir, STATE_FILE))
-        except OSError:
-            return None
+        st = self.folder.stat(STATE_FILE)
         # (each write replaces the file: a new inode, even within one timestamp tick)
-        return st.st_ino, st.st_mtime_ns, st.st_size
+        return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def reload(self) -> None:
         """Pick up commits (also another process's) and the state that goes with them."""
@@ -614,10 +609,7 @@ class RootIndex:
 
     def touch(self) -> None:
         """Mark the index as used now (the cache evicts the least recently used first)."""
-        stamp = os.path.join(self.dir, "last_used")
-        with open(stamp, "a"):
-            pass
-        os.utime(stamp)
+        self.folder.touch("last_used")
 
     def writer_busy(self) -> bool:
         """Whether another writer (a daemon) holds this index right now."""
@@ -632,9 +624,14 @@ class RootIndex:
             return False
 
     def _acquire_writer(self) -> Any:
-        return self._writer if self._writer is not None else self._new_writer()
+        if self._writer is not None:  # (a held writer: its path is checked at every sync too)
+            self.folder.check_path(self._tantivy_path)
+            return self._writer
+        return self._new_writer()
 
     def _new_writer(self) -> Any:
+        # tantivy writes by path: only while that path still names this folder's own
+        self.folder.check_path(self._tantivy_path)
         try:
             return self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
         except ValueError as e:
@@ -643,11 +640,14 @@ class RootIndex:
             raise
 
     def close(self) -> None:
-        """Release a held writer (its lock) after its merges finish."""
+        """Release a held writer (its lock) after its merges finish, then the folder's lock
+        (from then on the cache may evict it)."""
         with self._sync_lock:
             if self._writer is not None:
                 self._writer.wait_merging_threads()
                 self._writer = None
+            self.folder.close()
+            self._close_cache()
 
     def _fid_query(self, fid: int) -> Query:
         # (deleting by an unsigned term does not match; a term query does)
@@ -836,24 +836,48 @@ def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[byt
     return paths
 
 
-def write_state(path: str, entries: dict[bytes, Entry], synced_at: float | None) -> None:
-    """The state file, written atomically: a header, one fixed-size record per entry, then
-    every path's bytes in the same order."""
+def encode_state(entries: dict[bytes, Entry], synced_at: float | None) -> bytes:
+    """The state file's bytes: a header, one fixed-size record per entry, then every path's
+    bytes in the same order."""
     pack = _STATE_ENTRY.pack
     records = b"".join(
         pack(e.fid, e.size, e.mtime_ns, e.ino, e.pending, len(p)) for p, e in entries.items()
     )
     head = _STATE_HEAD.pack(math.nan if synced_at is None else synced_at, len(entries))
-    _atomic_write(path, b"".join((_STATE_MAGIC, head, records, *entries)))
+    return b"".join((_STATE_MAGIC, head, records, *entries))
+
+
+def _beside(path: str) -> tuple[Beneath, bytes]:
+    """The folder of ``path`` pinned (links never followed beneath it), and the file's name."""
+    d, name = os.path.split(os.path.abspath(path))
+    return Beneath.pin(d, symlinks="never", hides=False), os.fsencode(name)
+
+
+def write_state(path: str, entries: dict[bytes, Entry], synced_at: float | None) -> None:
+    """Write a state file atomically at ``path`` (a convenience: indexes write theirs through
+    their pinned folder)."""
+    fs, name = _beside(path)
+    try:
+        fs.atomic_write([name], encode_state(entries, synced_at), mode=0o600)
+    finally:
+        fs.close()
 
 
 def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
     """The entries and ``synced_at`` of a state file; None when it is missing or not whole."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fs, name = _beside(path)
     except OSError:
         return None
+    try:
+        data = cache_mod.read_whole(fs, name)
+    finally:
+        fs.close()
+    return None if data is None else decode_state(data)
+
+
+def decode_state(data: bytes) -> tuple[dict[bytes, Entry], float | None] | None:
+    """The entries and ``synced_at`` of a state file's bytes; None when they are not whole."""
     if not data.startswith(_STATE_MAGIC):
         return None
     try:
@@ -874,26 +898,3 @@ def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
 
 def _b64(b: bytes) -> str:
     return base64.b64encode(b).decode()
-
-
-def _unlink(path: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-
-
-def _atomic_json(path: str, obj: object) -> None:
-    _atomic_write(path, json.dumps(obj, separators=(",", ":")).encode())
-
-
-def _atomic_write(path: str, data: bytes) -> None:
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
