@@ -95,6 +95,7 @@ class Settings:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     roots_ttl: float = 5.0
     use_openat2: bool | None = None
+    max_roots_per_session: int = 64  # a client's roots beyond this are refused (README)
 
 
 @dataclass(eq=False)
@@ -458,7 +459,7 @@ class Service:
         partial = False
         for ti, (r, comps) in enumerate(targets):
             token.check()
-            ix = self.indexes.activate(r, 0)
+            ix = self.indexes.use(r)  # (no owner: stopped once unused for idle_seconds)
             if ix is None:
                 continue
             if ix.state != "ready":
