@@ -75,6 +75,7 @@ class Indexed:
     busy: int = 0  # calls using it without an owner right now (never reaped meanwhile)
     watcher: TreeWatcher | None = None  # its watches in the shared inotify instance
     watch_slot: bool = False  # counts against max_watched_roots
+    reaped: threading.Event = field(default_factory=threading.Event)  # stopped, all let go
 
     def dirty_snapshot(self) -> set[bytes]:
         with self.lock:
@@ -123,6 +124,7 @@ class IndexManager:
         self._inotify: Inotify | None = None  # shared by every root's watcher
         self._slots = 0  # roots watched now
         self._reaper: threading.Thread | None = None  # alive while uses without owner exist
+        self._leaving: dict[bytes, Indexed] = {}  # stopped, still letting go (being reaped)
         self._wake = threading.Event()
         self._closing = False
 
@@ -184,7 +186,10 @@ class IndexManager:
             if listener is not None:
                 ix.listeners.append(listener)
             self._roots[root.path] = ix
-        t = threading.Thread(target=self._run, args=(ix,), name="rootgrep-index", daemon=True)
+            previous = self._leaving.get(root.path)
+        t = threading.Thread(
+            target=self._run_after, args=(previous, ix), name="rootgrep-index", daemon=True
+        )
         ix.threads.append(t)
         if background:
             t.start()
@@ -216,6 +221,7 @@ class IndexManager:
             if ix.users:
                 return
             del self._roots[root_path]
+            self._leaving[root_path] = ix
         self._stop(ix, wait=wait)
 
     def _stop(self, ix: Indexed, *, wait: bool) -> None:
@@ -229,14 +235,27 @@ class IndexManager:
             ).start()
 
     def _reap(self, ix: Indexed) -> None:
-        for t in ix.threads:
-            if t.is_alive() and t is not threading.current_thread():
-                t.join()
-        self._stop_watching(ix)
-        if ix.index is not None:
-            ix.index.close()
-        ix.index = None
-        ix.fs.close()
+        try:
+            for t in ix.threads:
+                if t.is_alive() and t is not threading.current_thread():
+                    t.join()
+            self._stop_watching(ix)
+            if ix.index is not None:
+                ix.index.close()
+            ix.index = None
+            ix.fs.close()
+        finally:
+            with self._lock:
+                if self._leaving.get(ix.root_path) is ix:
+                    del self._leaving[ix.root_path]
+            ix.reaped.set()
+
+    def _run_after(self, previous: Indexed | None, ix: Indexed) -> None:
+        """An index whose predecessor (same root, just stopped) is still letting go starts
+        after it: its writer and watches are gone by then."""
+        if previous is not None:
+            previous.reaped.wait()
+        self._run(ix)
 
     def _reap_idle(self) -> None:
         """Stop indexes whose last use without an owner is ``idle_seconds`` old (and that no
@@ -256,6 +275,7 @@ class IndexManager:
                     ix.users.discard(TRANSIENT)
                     if not ix.users:
                         del self._roots[ix.root_path]
+                        self._leaving[ix.root_path] = ix
                         expired.append(ix)
                 if (not waits and not expired) or self._closing:
                     self._reaper = None
