@@ -44,8 +44,9 @@ def test_an_ownerless_use_ends_after_the_idle_time_and_the_reaper_with_it(
 ) -> None:
     manager = IndexManager(str(tmp_path / "cache"), idle_seconds=0.3)
     try:
-        ix = manager.use(root)
+        ix = manager.use(root, busy=True)  # (held through its first build)
         assert ix is not None and manager.wait_built(root.path, 60)
+        manager.leave(ix)
         wait_until(lambda: manager.get(root.path) is None and ix.reaped.is_set())
         assert ix.state == "off" and ix.index is None and ix.watcher is None
         assert all(not t.is_alive() for t in ix.threads)

@@ -277,16 +277,17 @@ class IndexManager:
                         del self._roots[ix.root_path]
                         self._leaving[ix.root_path] = ix
                         expired.append(ix)
-                if (not waits and not expired) or self._closing:
+                done = not waits or self._closing
+                if done:
                     self._reaper = None
-                    return
-            for ix in expired:
+            for ix in expired:  # (outside the lock: stopping waits for the index's threads)
                 log.info("stopping the index of %r: unused for %.0f s", ix.root_path,
                          self.idle_seconds)  # fmt: skip
                 self._stop(ix, wait=True)
-            if waits:
-                self._wake.wait(min(max(min(waits), 0.02), self.idle_seconds))
-                self._wake.clear()
+            if done:
+                return
+            self._wake.wait(min(max(min(waits), 0.02), self.idle_seconds))
+            self._wake.clear()
 
     def close(self) -> None:
         with self._lock:
