@@ -181,3 +181,44 @@ def test_the_shared_reader_closes_its_instance_when_stopped(trees: list[Path]) -
     fs.close()
     assert inotify_fds() == before
     assert hub._thread is not None and not hub._thread.is_alive()
+
+
+def test_in_the_manager_a_root_out_of_watches_turns_stale_and_frees_its_slot(
+    trees: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+    from rootgrep.service import Service, Settings, Token
+
+    roots = [pin_root(str(t)) for t in trees]
+    manager = IndexManager(str(tmp_path / "cache"), max_watched_roots=2)
+    real = confine.inotify_watch_dir
+    scarce = [False]
+
+    def watch_dir(ifd: int, dirfd: int, mask: int) -> int:
+        if scarce[0]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(ifd, dirfd, mask)
+
+    monkeypatch.setattr(watch_module.confine, "inotify_watch_dir", watch_dir)
+    try:
+        first = manager.activate(roots[0], 0)
+        assert first is not None and manager.wait_built(roots[0].path, 60)
+        scarce[0] = True  # the user's watches run out
+        second = manager.activate(roots[1], 0)
+        assert second is not None and manager.wait_built(roots[1].path, 60)
+        assert first.state == "ready" and second.state == "stale"
+        assert second.watcher is None and not second.watch_slot  # its slot is free again
+        scarce[0] = False
+        third = manager.activate(roots[2], 0)  # so a third root is watched (cap 2)
+        assert third is not None and manager.wait_built(roots[2].path, 60)
+        assert third.state == "ready"
+        (trees[1] / "sub" / "late.py").write_text("needle\n")  # the stale root: live grep
+        res = Service(roots, Settings(), indexes=manager).grep(
+            [roots[1]], Token(), pattern="needle"
+        )
+        assert not res.index_used and [m.path for m in res.matches] == ["sub/late.py"]
+    finally:
+        manager.close()
+        for r in roots:
+            r.close()
