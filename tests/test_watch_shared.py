@@ -202,15 +202,15 @@ def test_in_the_manager_a_root_out_of_watches_turns_stale_and_frees_its_slot(
 
     monkeypatch.setattr(watch_module.confine, "inotify_watch_dir", watch_dir)
     try:
-        first = manager.activate(roots[0], 0)
+        first = manager.activate(roots[0], 5)
         assert first is not None and manager.wait_built(roots[0].path, 60)
         scarce[0] = True  # the user's watches run out
-        second = manager.activate(roots[1], 0)
+        second = manager.activate(roots[1], 5)
         assert second is not None and manager.wait_built(roots[1].path, 60)
         assert first.state == "ready" and second.state == "stale"
         assert second.watcher is None and not second.watch_slot  # its slot is free again
         scarce[0] = False
-        third = manager.activate(roots[2], 0)  # so a third root is watched (cap 2)
+        third = manager.activate(roots[2], 5)  # so a third root is watched (cap 2)
         assert third is not None and manager.wait_built(roots[2].path, 60)
         assert third.state == "ready"
         (trees[1] / "sub" / "late.py").write_text("needle\n")  # the stale root: live grep
@@ -218,6 +218,29 @@ def test_in_the_manager_a_root_out_of_watches_turns_stale_and_frees_its_slot(
             [roots[1]], Token(), pattern="needle"
         )
         assert not res.index_used and [m.path for m in res.matches] == ["sub/late.py"]
+    finally:
+        manager.close()
+        for r in roots:
+            r.close()
+
+
+def test_the_processs_own_roots_are_watched_whatever_the_cap(
+    trees: list[Path], tmp_path: Path
+) -> None:
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+
+    roots = [pin_root(str(t)) for t in trees]
+    manager = IndexManager(str(tmp_path / "cache"), max_watched_roots=1)
+    try:
+        client = manager.activate(roots[0], 5)  # a session's root takes the one slot
+        ours = [manager.activate(r, 0) for r in roots[1:]]  # operator roots: uncounted
+        extra = manager.use(roots[2])  # (an operator root used by a call stays watched)
+        for r in roots:
+            assert manager.wait_built(r.path, 60)
+        assert client is not None and client.state == "ready"
+        assert all(ix is not None and ix.state == "ready" for ix in ours) and extra is ours[1]
+        assert inotify_fds() >= 1
     finally:
         manager.close()
         for r in roots:

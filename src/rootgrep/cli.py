@@ -116,7 +116,8 @@ def _serve_parser() -> argparse.ArgumentParser:
         type=int,
         default=64,
         metavar="N",
-        help="watch at most N roots at once; the others are indexed unwatched (default 64)",
+        help="watch at most N client roots at once; the others are indexed unwatched "
+        "(default 64; operator roots are always watched)",
     )
     p.add_argument(
         "--index-idle-seconds",

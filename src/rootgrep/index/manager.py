@@ -7,7 +7,8 @@ root's pinned fd. Paths reported outside the root are ignored.
 
 Bounded resources: every root's watcher shares one inotify instance (one fd, one reader thread,
 made on first need and closed with the last watcher); at most ``max_watched_roots`` roots are
-watched at once, the others are indexed unwatched (``stale``: grep scans them live). An index
+watched at once (the process's own roots, owner 0, always are, uncounted), the others are
+indexed unwatched (``stale``: grep scans them live) until next started. An index
 lives while an owner holds it (the process for operator roots, a session for its roots) or,
 for uses without an owner (``use``: per-call roots of 2026-07-28 clients, ``search``), until
 ``idle_seconds`` after its last use; one reaper thread, alive only while such indexes exist,
@@ -43,7 +44,7 @@ log = logging.getLogger("rootgrep.index")
 State = Literal["off", "building", "ready", "stale"]
 FLUSH_SECONDS = 1.0
 IDLE_SECONDS = 60.0  # an index used without an owner is stopped this long after its last use
-MAX_WATCHED_ROOTS = 64  # roots watched at once per process; the others are indexed unwatched
+MAX_WATCHED_ROOTS = 64  # client roots watched at once per process; others indexed unwatched
 TRANSIENT = -1  # the owner of uses without one (``IndexManager.use``)
 
 
@@ -442,9 +443,9 @@ class IndexManager:
         """Put the root's watches in place (the shared instance's reader hears them from then
         on), or watch with watchfiles in this thread where inotify cannot be used."""
         try:
-            with self._lock:
-                full = self._slots >= self.max_watched_roots
-                if not full:
+            with self._lock:  # (the process's own roots are always watched, uncounted)
+                full = 0 not in ix.users and self._slots >= self.max_watched_roots
+                if not full and 0 not in ix.users:
                     self._slots += 1
                     ix.watch_slot = True
             if full:
