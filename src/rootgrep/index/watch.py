@@ -10,6 +10,10 @@ beneath the root's pinned fd. Directories are watched through their confined fds
 path. A directory that appears (created, or moved in) is walked at once, so files made in it
 before its watch existed are not missed; one that goes away is reported so that the index can
 drop everything below it. A queue overflow asks for a full re-sync.
+
+One ``Inotify`` instance (one fd, one reader thread) serves every root of a process: the user's
+inotify instances are few (fs.inotify.max_user_instances, often 128), so one per root let one
+client starve every other process of the user.
 """
 
 from __future__ import annotations
