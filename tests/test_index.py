@@ -385,7 +385,7 @@ def test_where_inotify_cannot_be_used_watchfiles_keeps_the_index_fresh(
 ) -> None:
     import rootgrep.index.manager as manager_module
 
-    def no_inotify(fs: object) -> object:
+    def no_inotify(*_args: object, **_kw: object) -> object:
         raise OSError(38, "inotify unavailable here")  # (as on a kernel without it)
 
     monkeypatch.setattr(manager_module, "TreeWatcher", no_inotify)

@@ -104,6 +104,29 @@ def _serve_parser() -> argparse.ArgumentParser:
         metavar="BYTES",
         help="evict least recently used indexes beyond this size",
     )
+    p.add_argument(
+        "--max-roots-per-session",
+        type=int,
+        default=64,
+        metavar="N",
+        help="serve at most N of a client's roots; the rest are refused (default 64)",
+    )
+    p.add_argument(
+        "--max-watched-roots",
+        type=int,
+        default=64,
+        metavar="N",
+        help="watch at most N client roots at once; the others are indexed unwatched "
+        "(default 64; operator roots are always watched)",
+    )
+    p.add_argument(
+        "--index-idle-seconds",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="stop an index used without a session (per-call roots, search) after this "
+        "long unused (default 60)",
+    )
     p.add_argument("--audit-log", metavar="FILE", help="append JSON lines of every decision")
     p.add_argument(
         "--auth-token-env", metavar="VAR", help="HTTP: require 'Authorization: Bearer $VAR'"
@@ -151,6 +174,8 @@ def _serve(args: argparse.Namespace) -> int:
         enabled=not args.no_index,
         max_file_size=args.max_file_size,
         cache_max_bytes=args.cache_max_bytes,
+        idle_seconds=args.index_idle_seconds,
+        max_watched_roots=args.max_watched_roots,
     )
     for r in roots:
         indexes.activate(r, 0)  # operator roots start building at once, in the background
@@ -160,6 +185,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_read_bytes=args.max_read_bytes,
         max_file_size=args.max_file_size,
         roots_ttl=args.roots_ttl,
+        max_roots_per_session=args.max_roots_per_session,
     )
     service = Service(roots, settings, Audit(args.audit_log), indexes)
     mcp = build_server(service)

@@ -219,15 +219,22 @@ class RootgrepServer(MCPServer):
     ) -> CallToolResult:
         """Run one tool: effective roots, a lease on them, the blocking work in a thread."""
         per_call: list[Root] = []
+        notes: list[str] = []  # about the roots (over the cap), added to the answer's text
+        used: list[Any] = []  # indexes this call uses without an owner (per-call roots)
+        indexes = self.service.indexes
         try:
             client: ClientRoots | None = None
             if call_roots is not None:  # 2026-07-28: roots arrived with this call
                 raw = [{"uri": str(r.uri), "name": r.name} for r in call_roots.roots]
                 per_call, problems = await anyio.to_thread.run_sync(
-                    accept_raw_roots, raw, self.service, self.service.audit
+                    accept_raw_roots, raw, self.service, self.service.audit, (), notes
                 )
                 for p in problems:
                     log.warning("%s", p)
+                    try:
+                        await ctx.warning(p, logger_name="rootgrep.roots")
+                    except Exception:  # a log message is best effort
+                        log.debug("could not send a log notification", exc_info=True)
                 roots = scope(per_call, self.service)
             elif _modern(ctx):
                 roots = scope(None, self.service)
@@ -236,17 +243,22 @@ class RootgrepServer(MCPServer):
                 if new and client is not None:
                     await client.refresh()
                 roots = scope(await client.current() if client else None, self.service)
+                notes = list(client.notes) if client else []
             if any(r.anchor is not None for r in roots):
                 roots = await anyio.to_thread.run_sync(_still_inside, roots)
             lease = await self._lease(roots, client)
-            indexes = self.service.indexes
             if indexes is not None:  # under the lease: every root's fd is open for the dup
+                # a session owns its roots' indexes (released when it drops a root or ends);
+                # per-call roots have no owner: stopped once unused for the idle time
                 owner = id(client) if client is not None else 0
                 listener = _build_listener(ctx.session)
                 try:
                     # outermost first: a nested root then shares its outer root's index
                     for r in sorted(lease.held, key=lambda r: len(r.path)):
-                        indexes.activate(r, owner, listener=listener)
+                        if call_roots is None:
+                            indexes.activate(r, owner, listener=listener)
+                        elif (ix := indexes.use(r, listener=listener, busy=True)) is not None:
+                            used.append(ix)
                 except BaseException:
                     if lease.claim():
                         lease.release()
@@ -254,13 +266,13 @@ class RootgrepServer(MCPServer):
             work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
             result = await self._run(work, lease, write)
             return CallToolResult(
-                content=[TextContent(type="text", text=render(result))],
+                content=[TextContent(type="text", text=_noted(render(result), notes))],
                 structured_content=result.model_dump(mode="json"),
             )
         except RootgrepError as e:
-            return _error(str(e))
+            return _error(_noted(str(e), notes))
         except OSError as e:  # anything the confinement layer did not translate
-            return _error(str(confine_error(e)))
+            return _error(_noted(str(confine_error(e)), notes))
         except Exception:
             log.exception("a tool failed unexpectedly")
             return _error(
@@ -268,6 +280,9 @@ class RootgrepServer(MCPServer):
                 "server log has the details); try another path or report it"
             )
         finally:
+            if indexes is not None:
+                for ix in used:
+                    indexes.leave(ix)
             for r in per_call:
                 r.retire()
 
@@ -349,6 +364,10 @@ def _build_listener(session: Any) -> Callable[[str], None]:
         loop.call_soon_threadsafe(post, message)
 
     return listen
+
+
+def _noted(text: str, notes: list[str]) -> str:
+    return "\n".join([text, *(f"(note: {n})" for n in notes)])
 
 
 def _error(message: str) -> CallToolResult:

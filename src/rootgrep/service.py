@@ -96,6 +96,7 @@ class Settings:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     roots_ttl: float = 5.0
     use_openat2: bool | None = None
+    max_roots_per_session: int = 64  # a client's roots beyond this are refused (README)
 
 
 @dataclass(eq=False)
@@ -494,7 +495,7 @@ class Service:
         partial = False
         for ti, (r, comps) in enumerate(targets):
             token.check()
-            self.indexes.activate(r, 0)
+            self.indexes.use(r)  # (no owner: stopped once unused for idle_seconds)
             found = self.indexes.lookup(r)
             if found is None:
                 partial = True  # (this root's index is being replaced or cannot be used)

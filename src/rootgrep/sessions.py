@@ -32,17 +32,32 @@ REFRESH_WAIT_SECONDS = 10.0
 
 
 def accept_raw_roots(
-    raw: RawRoots, service: Service, audit: Audit, reuse: Sequence[Root] = ()
+    raw: RawRoots,
+    service: Service,
+    audit: Audit,
+    reuse: Sequence[Root] = (),
+    notes: list[str] | None = None,
 ) -> tuple[list[Root], list[str]]:
     """Validate a raw ``roots/list`` answer root by root (blocking: it pins directories).
     Returns the accepted roots (reusing pins of unchanged ones) and one message per rejected
-    root. An invalid root never invalidates the others."""
+    root. An invalid root never invalidates the others. Beyond ``max_roots_per_session``
+    accepted roots the rest are refused unopened, in one message (also put in ``notes``:
+    every tool's answer repeats it)."""
     accepted: list[Root] = []
     problems: list[str] = []
     by_path = {r.path: r for r in reuse}
-    for item in raw if isinstance(raw, list) else []:
+    cap = service.settings.max_roots_per_session
+    items = raw if isinstance(raw, list) else []
+    refused = 0
+    for item in items:
         uri = item.get("uri") if isinstance(item, dict) else None
         name = item.get("name") if isinstance(item, dict) else None
+        if len(accepted) >= cap:
+            refused += 1
+            audit.record(tool="roots", op="accept_root",
+                         requested=uri if isinstance(uri, str) else None, decision="deny",
+                         reason="too_many_roots")  # fmt: skip
+            continue
         if not isinstance(uri, str):
             problems.append("a root without a string uri was dropped")
             audit.record(tool="roots", op="accept_root", requested=None, decision="deny",
@@ -71,6 +86,15 @@ def accept_raw_roots(
         audit.record(tool="roots", op="accept_root", requested=uri, decision="allow",
                      reason="valid", root_id=r.id, path=".")  # fmt: skip
         accepted.append(r)
+    if refused:
+        note = (
+            f"{refused} of the {len(items)} roots the client announced were refused: at most "
+            f"{cap} roots are served per session (the first {cap} valid ones); announce "
+            "fewer roots, or ask the operator to raise --max-roots-per-session"
+        )
+        problems.append(note)
+        if notes is not None:
+            notes.append(note)
     return accepted, problems
 
 
@@ -101,6 +125,7 @@ class ClientRoots:
         self.fetched_at: float | None = None
         self.failed = False
         self.fetches = 0
+        self.notes: list[str] = []  # said by every tool's answer (roots over the cap)
         self._ready = anyio.Event()
         self._lock = anyio.Lock()
         self._inflight: set[Token] = set()
@@ -113,14 +138,17 @@ class ClientRoots:
             try:
                 raw = await self.fetch()
                 self.fetches += 1
+                notes: list[str] = []
                 new, problems = await anyio.to_thread.run_sync(
-                    accept_raw_roots, raw, self.service, self.service.audit, self.roots
+                    accept_raw_roots, raw, self.service, self.service.audit, self.roots, notes
                 )
                 failed = False
             except Exception as e:  # the client did not answer: no roots (fail closed)
                 log.warning("roots/list failed: %r; the session has no roots until it succeeds", e)
                 new, problems, failed = [], [f"roots/list failed ({type(e).__name__})"], True
+                notes = []
             self._swap(new)
+            self.notes = notes
             self.fetched_at = time.monotonic()
             self.failed = failed
             ready.set()

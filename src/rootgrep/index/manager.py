@@ -4,6 +4,15 @@ keep a dirty set that grep scans live, fold changes into the index, stop when it
 The watcher (``watch.TreeWatcher``: inotify on the walked directories; ``watchfiles`` where
 inotify cannot be used) only says *which* paths changed; every byte is still read beneath the
 root's pinned fd. Paths reported outside the root are ignored.
+
+Bounded resources: every root's watcher shares one inotify instance (one fd, one reader thread,
+made on first need and closed with the last watcher); at most ``max_watched_roots`` roots are
+watched at once (the process's own roots, owner 0, always are, uncounted), the others are
+indexed unwatched (``stale``: grep scans them live) until next started. An index
+lives while an owner holds it (the process for operator roots, a session for its roots) or,
+for uses without an owner (``use``: per-call roots of 2026-07-28 clients, ``search``), until
+``idle_seconds`` after its last use; one reaper thread, alive only while such indexes exist,
+stops them.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from .. import confine
@@ -30,12 +40,15 @@ from .store import (
     default_cache_dir,
     prune_cache,
 )
-from .watch import TreeWatcher
+from .watch import Inotify, TreeWatcher
 
 log = logging.getLogger("rootgrep.index")
 State = Literal["off", "building", "ready", "stale"]
 FLUSH_SECONDS = 1.0
 TAKEOVER_SECONDS = 2.0  # how often a reader checks whether the writing process went away
+IDLE_SECONDS = 60.0  # an index used without an owner is stopped this long after its last use
+MAX_WATCHED_ROOTS = 64  # client roots watched at once per process; others indexed unwatched
+TRANSIENT = -1  # the owner of uses without one (``IndexManager.use``)
 
 
 @dataclass
@@ -63,6 +76,11 @@ class Indexed:
     rescan_at: float = 0.0  # when a full re-sync was last asked for (reader mode waits for one)
     rescan: threading.Event = field(default_factory=threading.Event)  # events were lost
     marked: set[bytes] = field(default_factory=set)  # marks made since a fold began
+    last_used: float = 0.0  # (monotonic) the last use without an owner began or ended
+    busy: int = 0  # calls using it without an owner right now (never reaped meanwhile)
+    watcher: TreeWatcher | None = None  # its watches in the shared inotify instance
+    watch_slot: bool = False  # counts against max_watched_roots
+    reaped: threading.Event = field(default_factory=threading.Event)  # stopped, all let go
 
     def dirty_snapshot(self) -> set[bytes]:
         with self.lock:
@@ -133,6 +151,8 @@ class IndexManager:
         max_file_size: int | None = None,
         hold_writer: bool = False,
         cache_max_bytes: int | None = None,
+        idle_seconds: float = IDLE_SECONDS,
+        max_watched_roots: int = MAX_WATCHED_ROOTS,
     ) -> None:
         self.cache_dir = cache_dir or default_cache_dir()
         self.enabled = enabled
@@ -153,6 +173,14 @@ class IndexManager:
         self._views: dict[bytes, View] = {}  # nested roots served by an outer root's index
         self._lock = threading.Lock()
         self._builds = threading.Semaphore(1)  # one full build at a time: they compete for I/O
+        self.idle_seconds = idle_seconds
+        self.max_watched_roots = max_watched_roots
+        self._inotify: Inotify | None = None  # shared by every root's watcher
+        self._slots = 0  # roots watched now
+        self._reaper: threading.Thread | None = None  # alive while uses without owner exist
+        self._leaving: dict[bytes, Indexed] = {}  # stopped, still letting go (being reaped)
+        self._wake = threading.Event()
+        self._closing = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -165,8 +193,34 @@ class IndexManager:
         listener: Callable[[str], None] | None = None,
     ) -> Indexed | None:
         """Start (or share) the index of a root that became effective for ``owner`` (0: the
-        process itself, e.g. an operator root; else a client session). ``listener`` hears
-        the first build's progress, as short messages."""
+        process itself, e.g. an operator root, kept for the process's life; else a client
+        session, which releases it). ``listener`` hears the first build's progress, as short
+        messages."""
+        return self._activate(root, owner, background=background, listener=listener)
+
+    def use(
+        self, root: Root, *, listener: Callable[[str], None] | None = None, busy: bool = False
+    ) -> Indexed | None:
+        """Start (or share) the index of a root used without an owner (a per-call root, a
+        ``search``): it stays until ``idle_seconds`` after its last use, or while an owner
+        holds it. ``busy``: a call uses it until ``leave``, and it is never stopped meanwhile."""
+        return self._activate(root, TRANSIENT, background=True, listener=listener, busy=busy)
+
+    def leave(self, ix: Indexed) -> None:
+        """A ``use(..., busy=True)`` ended: the idle time starts now."""
+        with self._lock:
+            ix.busy = max(0, ix.busy - 1)
+            ix.last_used = time.monotonic()
+
+    def _activate(
+        self,
+        root: Root,
+        owner: int,
+        *,
+        background: bool,
+        listener: Callable[[str], None] | None,
+        busy: bool = False,
+    ) -> Indexed | None:
         if not self.enabled:
             return None
         identity = root.fs.identity()
@@ -180,26 +234,38 @@ class IndexManager:
                 ix = None
             if ix is not None:
                 ix.users.add(owner)
+                self._used(ix, owner, busy)
                 if listener is not None and not ix.built.is_set():
                     ix.listeners.append(listener)
                 return ix
             view = self._share(root, identity)
             if view is not None:
-                view.owners.add(owner)
-                view.outer.users.add(view.key)
-                return view.outer
+                outer = view.outer
+                if owner == TRANSIENT:  # (kept alive as a use of the outer index itself)
+                    outer.users.add(TRANSIENT)
+                else:
+                    view.owners.add(owner)
+                    outer.users.add(view.key)
+                self._used(outer, owner, busy)
+                return outer
             fs = Beneath(
                 os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
                 symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
             )  # fmt: skip
             ix = Indexed(root.path, fs, identity=identity, users={owner})
+            self._used(ix, owner, busy)
             if listener is not None:
                 ix.listeners.append(listener)
             self._roots[root.path] = ix
+            if stale is not None:  # (the new index starts once the old one let go)
+                self._leaving[root.path] = stale
+            previous = self._leaving.get(root.path)
         if stale is not None:
             log.info("%r names another directory now; its old index is dropped", root.path)
-            self._stop(stale)
-        t = threading.Thread(target=self._run, args=(ix,), name="rootgrep-index", daemon=True)
+            self._stop(stale, wait=False)
+        t = threading.Thread(
+            target=self._run_after, args=(previous, ix), name="rootgrep-index", daemon=True
+        )
         ix.threads.append(t)
         if background:
             t.start()
@@ -207,10 +273,22 @@ class IndexManager:
             t.run()
         return ix
 
+    def _used(self, ix: Indexed, owner: int, busy: bool) -> None:
+        """(Under the lock.) A use without an owner: its idle time restarts; the reaper runs."""
+        if owner != TRANSIENT:
+            return
+        ix.last_used = time.monotonic()
+        ix.busy += busy
+        if self._reaper is None and not self._closing:
+            self._reaper = threading.Thread(
+                target=self._reap_idle, name="rootgrep-idle-reaper", daemon=True
+            )
+            self._reaper.start()
+
     def release(self, root_path: bytes, owner: int = 0, *, wait: bool = False) -> None:
         """``owner`` no longer has this root; the last one out stops its index: the build and
         the watcher stop, the searcher is dropped, and the on-disk index is not used again
-        before a full re-sync."""
+        before a full re-sync. (A use without an owner within ``idle_seconds`` keeps it.)"""
         with self._lock:
             key: object = owner
             view = self._views.get(root_path)
@@ -227,6 +305,7 @@ class IndexManager:
             if ix.users:
                 return
             del self._roots[root_path]
+            self._leaving[root_path] = ix
         self._stop(ix, wait=wait)
 
     def _share(self, root: Root, identity: tuple[int, int]) -> View | None:
@@ -262,7 +341,7 @@ class IndexManager:
             return None
         return view.outer, view.prefix
 
-    def _stop(self, ix: Indexed, *, wait: bool = False) -> None:
+    def _stop(self, ix: Indexed, *, wait: bool) -> None:
         ix.stop.set()
         ix.state = "off"
         if wait:
@@ -272,17 +351,67 @@ class IndexManager:
                 target=self._reap, args=(ix,), name="rootgrep-reap", daemon=True
             ).start()
 
-    @staticmethod
-    def _reap(ix: Indexed) -> None:
-        for t in ix.threads:
-            if t.is_alive() and t is not threading.current_thread():
-                t.join()
-        if ix.index is not None:
-            ix.index.close()
-        ix.index = None
-        ix.fs.close()
+    def _reap(self, ix: Indexed) -> None:
+        try:
+            for t in ix.threads:
+                if t.is_alive() and t is not threading.current_thread():
+                    t.join()
+            self._stop_watching(ix)
+            if ix.index is not None:
+                ix.index.close()
+            ix.index = None
+            ix.fs.close()
+        finally:
+            with self._lock:
+                if self._leaving.get(ix.root_path) is ix:
+                    del self._leaving[ix.root_path]
+                for path in [p for p, v in self._views.items() if v.outer is ix]:
+                    del self._views[path]  # (its nested roots build their own next time)
+            ix.reaped.set()
+
+    def _run_after(self, previous: Indexed | None, ix: Indexed) -> None:
+        """An index whose predecessor (same root, just stopped) is still letting go starts
+        after it: its writer and watches are gone by then."""
+        if previous is not None:
+            previous.reaped.wait()
+        self._run(ix)
+
+    def _reap_idle(self) -> None:
+        """Stop indexes whose last use without an owner is ``idle_seconds`` old (and that no
+        owner holds). Runs while such uses exist; sleeps until the next one may expire."""
+        while True:
+            expired: list[Indexed] = []
+            with self._lock:
+                now = time.monotonic()
+                waits: list[float] = []
+                for ix in list(self._roots.values()):
+                    if TRANSIENT not in ix.users:
+                        continue
+                    left = ix.last_used + self.idle_seconds - now
+                    if ix.busy or left > 0:
+                        waits.append(self.idle_seconds / 2 if ix.busy else left)
+                        continue
+                    ix.users.discard(TRANSIENT)
+                    if not ix.users:
+                        del self._roots[ix.root_path]
+                        self._leaving[ix.root_path] = ix
+                        expired.append(ix)
+                done = not waits or self._closing
+                if done:
+                    self._reaper = None
+            for ix in expired:  # (outside the lock: stopping waits for the index's threads)
+                log.info("stopping the index of %r: unused for %.0f s", ix.root_path,
+                         self.idle_seconds)  # fmt: skip
+                self._stop(ix, wait=True)
+            if done:
+                return
+            self._wake.wait(min(max(min(waits), 0.02), self.idle_seconds))
+            self._wake.clear()
 
     def close(self) -> None:
+        with self._lock:
+            self._closing = True
+            self._wake.set()
         for path in list(self._roots):
             with self._lock:
                 ix = self._roots.get(path)
@@ -294,6 +423,9 @@ class IndexManager:
         if self._hidden is not None:
             confine.unhide(self._hidden)
             self._hidden = None
+        reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join()
 
     def prune(self) -> list[str]:
         """Keep the cache under ``cache_max_bytes``, evicting unused indexes, LRU first:
@@ -448,15 +580,30 @@ class IndexManager:
         return "ready" if self.watch and ix.watch_ok and ix.folding else "stale"
 
     def _watch(self, ix: Indexed) -> None:
+        """Put the root's watches in place (the shared instance's reader hears them from then
+        on), or watch with watchfiles in this thread where inotify cannot be used."""
         try:
+            with self._lock:  # (the process's own roots are always watched, uncounted)
+                full = 0 not in ix.users and self._slots >= self.max_watched_roots
+                if not full and 0 not in ix.users:
+                    self._slots += 1
+                    ix.watch_slot = True
+            if full:
+                log.warning("not watching %r: %d roots are watched already (the cap); its index "
+                            "is stale and grep scans it live", ix.root_path,
+                            self.max_watched_roots)  # fmt: skip
+                self._unwatched(ix)
+                return
             try:
                 self._watch_with_inotify(ix)
             except OSError as e:  # no inotify, or no /proc to reach a directory fd through
+                self._stop_watching(ix, keep_slot=True)
                 log.info("inotify unusable (%s); watching %r with watchfiles", e, ix.root_path)
                 self._watch_with_watchfiles(ix)
         except Exception as e:
             log.warning("watching %r stopped: %r; its index is now stale", ix.root_path, e)
             self._unwatched(ix)
+            self._stop_watching(ix)
         finally:
             ix.watching.set()  # (also when watching failed: the build must not wait for it)
 
@@ -467,19 +614,52 @@ class IndexManager:
             ix.state = "stale"
 
     def _watch_with_inotify(self, ix: Indexed) -> None:
-        with TreeWatcher(ix.fs) as watcher:
-            watcher.add(b"")
-            ix.watching.set()
-            while not ix.stop.is_set():
-                if watcher.incomplete and ix.watch_ok:
-                    self._unwatched(ix)
-                marks = watcher.poll(0.05)
-                if watcher.overflowed:  # (the watcher has re-made its watches)
-                    watcher.overflowed = False
-                    ix.rescan_at = time.time()
-                    ix.rescan.set()
-                if marks:
-                    ix.mark(marks)
+        """Watch the root in the process's shared inotify instance: its reader routes each
+        event by watch descriptor to this root's watcher, and ``_heard`` marks the paths."""
+        with self._lock:
+            if self._inotify is None:
+                self._inotify = Inotify()
+                self._inotify.start()
+            w = ix.watcher = TreeWatcher(ix.fs, self._inotify, sink=partial(self._heard, ix))
+        if ix.stop.is_set():
+            return
+        w.add(b"")
+        if w.incomplete:
+            self._heard(ix, set(), False)
+
+    def _heard(self, ix: Indexed, marks: set[bytes], lost: bool) -> None:
+        """(The shared reader's thread.) What the root's watcher saw since the last batch."""
+        w = ix.watcher
+        if w is None:
+            return
+        if w.incomplete:  # out of watches: it gave its watches back; the index turns stale
+            self._unwatched(ix)
+            self._stop_watching(ix)
+            return
+        if lost:  # (the watcher has re-made its watches)
+            ix.rescan_at = time.time()
+            ix.rescan.set()
+        if marks:
+            ix.mark(marks)
+
+    def _stop_watching(self, ix: Indexed, *, keep_slot: bool = False) -> None:
+        """Give back the root's watches and (unless ``keep_slot``) its slot; the last watcher
+        closes the shared instance (its fd and its thread)."""
+        with self._lock:
+            w, ix.watcher = ix.watcher, None
+        if w is not None:
+            w.close()
+        with self._lock:
+            if ix.watch_slot and not keep_slot:
+                ix.watch_slot = False
+                self._slots -= 1
+            idle = self._inotify
+            if idle is None or idle.watchers:
+                idle = None
+            else:
+                self._inotify = None
+        if idle is not None:
+            idle.close()
 
     def _watch_with_watchfiles(self, ix: Indexed) -> None:
         from watchfiles import watch

@@ -10,6 +10,10 @@ beneath the root's pinned fd. Directories are watched through their confined fds
 path. A directory that appears (created, or moved in) is walked at once, so files made in it
 before its watch existed are not missed; one that goes away is reported so that the index can
 drop everything below it. A queue overflow asks for a full re-sync.
+
+One ``Inotify`` instance (one fd, one reader thread) serves every root of a process: the user's
+inotify instances are few (fs.inotify.max_user_instances, often 128), so one per root let one
+client starve every other process of the user.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import logging
 import os
 import select
 import struct
+import threading
 import time
+from collections.abc import Callable
 
 from .. import confine
 from ..confine import Beneath
@@ -48,25 +54,204 @@ MASK = (
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 DEBOUNCE_SECONDS = 0.01  # after the first event, gather what follows this closely
 MAX_GATHER_SECONDS = 0.1  # but never longer (a file written without pause must not hold us)
+POLL_SECONDS = 0.05  # a shared instance's reader looks at its stop flag this often
+
+
+class Inotify:
+    """One inotify instance (one fd) shared by the TreeWatchers of many roots.
+
+    Each watch descriptor is routed to every watcher that watches its directory: nested roots
+    watch some directories twice, which the kernel gives one descriptor (and one watch), so a
+    descriptor is removed only when its last watcher lets go. A shared instance is read by one
+    thread for all its watchers (``start``); a private one by its only watcher's ``poll``.
+    A queue overflow loses events of every root: each of its watchers then reports it.
+    """
+
+    def __init__(self) -> None:
+        self.fd = confine.inotify_open()
+        self.lock = threading.Lock()  # routes, and each watcher's directories
+        self.routes: dict[int, dict[TreeWatcher, bytes]] = {}  # wd -> watcher -> directory
+        self.watchers: list[TreeWatcher] = []
+        self.events = 0  # raw events read
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- watches -------------------------------------------------------------------------------
+
+    def attach(self, w: TreeWatcher) -> None:
+        with self.lock:
+            self.watchers.append(w)
+
+    def detach(self, w: TreeWatcher) -> int:
+        """Forget ``w`` (its watches must be gone); how many watchers remain."""
+        with self.lock:
+            if w in self.watchers:
+                self.watchers.remove(w)
+            return len(self.watchers)
+
+    def watch(self, w: TreeWatcher, dirfd: int, drel: bytes) -> bool:
+        """Watch the directory ``dirfd`` holds for ``w`` under the name ``drel``; False when
+        ``w`` already watches it (a directory seen under two names keeps its first)."""
+        with self.lock:  # (held over the syscall: no event of the new watch goes unrouted)
+            wd = confine.inotify_watch_dir(self.fd, dirfd, MASK)
+            users = self.routes.setdefault(wd, {})
+            if w in users:
+                return False
+            users[w] = drel
+            w._dirs[wd] = drel
+            return True
+
+    def unwatch(self, w: TreeWatcher, wd: int) -> None:
+        with self.lock:
+            w._dirs.pop(wd, None)
+            users = self.routes.get(wd)
+            if users is None or users.pop(w, None) is None or users:
+                return
+            del self.routes[wd]
+            confine.inotify_unwatch(self.fd, wd)
+
+    # -- events --------------------------------------------------------------------------------
+
+    def read(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for events and route them to their watchers. Once
+        events come, what follows within ``DEBOUNCE_SECONDS`` joins them, for at most
+        ``MAX_GATHER_SECONDS``."""
+        p = select.poll()
+        p.register(self.fd, select.POLLIN)
+        wait = timeout
+        deadline: float | None = None
+        while p.poll(wait * 1000):
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            self._route(data)
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + MAX_GATHER_SECONDS
+            if now >= deadline:
+                break
+            wait = min(DEBOUNCE_SECONDS, deadline - now)
+
+    def _route(self, data: bytes) -> None:
+        off = 0
+        with self.lock:
+            while off + _EVENT.size <= len(data):
+                wd, mask, _cookie, size = _EVENT.unpack_from(data, off)
+                name = data[off + _EVENT.size : off + _EVENT.size + size].rstrip(b"\0")
+                off += _EVENT.size + size
+                self.events += 1
+                if mask & IN_Q_OVERFLOW:
+                    for w in self.watchers:
+                        w.events += 1
+                        w.overflowed = True
+                    continue
+                users = self.routes.get(wd)
+                if not users:
+                    continue  # a watch already dropped
+                if mask & IN_IGNORED:  # the kernel removed the watch (its directory is gone)
+                    del self.routes[wd]
+                    for w in users:
+                        w.events += 1
+                        w._dirs.pop(wd, None)
+                    continue
+                for w, base in users.items():
+                    w._event(base, mask, name)
+
+    # -- the shared reader ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Read events for every attached watcher in one thread, handing each its marks."""
+        self._thread = threading.Thread(target=self._loop, name="rootgrep-inotify", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.read(POLL_SECONDS)
+                with self.lock:
+                    watchers = list(self.watchers)
+                for w in watchers:
+                    w.deliver()
+        except Exception as e:  # every root it watched may now miss changes: say so to each
+            log.warning("the inotify reader stopped: %r; indexes it watched are now stale", e)
+            with self.lock:
+                watchers = list(self.watchers)
+            for w in watchers:
+                w.incomplete = True
+                w.deliver()
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+    def close(self) -> None:
+        """Stop the reader (waiting for it, unless called from it) and close the fd."""
+        self._stop.set()
+        t = self._thread
+        if t is None:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+        elif t is not threading.current_thread():
+            t.join()
 
 
 class TreeWatcher:
     """inotify watches on the directories a walk of the root enters (hidden and ignored ones
-    are not indexed, so not watched). Not thread-safe: one thread polls it."""
+    are not indexed, so not watched).
 
-    def __init__(self, fs: Beneath) -> None:
+    With ``inotify`` (shared by many roots) and a ``sink``, the instance's reader thread hands
+    the sink each batch of marks; without, the watcher owns a private instance and its owner
+    calls ``poll``. ``add``, ``drop``, ``reset`` and ``close`` may be called from any thread.
+    Out of watches, a watcher gives every watch of its root back (so other roots keep theirs)
+    and says ``incomplete``: its root's changes go unseen from then on.
+    """
+
+    def __init__(
+        self,
+        fs: Beneath,
+        inotify: Inotify | None = None,
+        *,
+        sink: Callable[[set[bytes], bool], None] | None = None,
+    ) -> None:
         self.fs = fs
-        self.fd = confine.inotify_open()
-        self.dirs: dict[int, bytes] = {}  # watch descriptor -> directory (root-relative)
+        self._own = inotify is None
+        self.inotify = inotify if inotify is not None else Inotify()
+        self.sink = sink  # (marks, events were lost): called by a shared instance's reader
+        self.lock = threading.RLock()  # one walk at a time
+        self._dirs: dict[int, bytes] = {}  # watch descriptor -> directory (root-relative)
         self.overflowed = False  # events were lost: only a full re-sync is exact again (the
         # watches are re-made at once; the owner re-syncs and clears this)
-        self.events = 0  # raw events read (the tests count them)
-        self.incomplete = False  # out of watches: some directories are not watched
+        self.events = 0  # raw events routed here (the tests count them)
+        self.incomplete = False  # out of watches: this root is not watched any more
+        self.closed = False
+        self._told_incomplete = False
+        self._marks: set[bytes] = set()  # what the events named since the last settle
+        self._gone: set[bytes] = set()
+        self._fresh: set[bytes] = set()
+        self.inotify.attach(self)
+
+    @property
+    def fd(self) -> int:
+        return self.inotify.fd
+
+    @property
+    def dirs(self) -> dict[int, bytes]:
+        """Watch descriptor -> root-relative directory, as of now."""
+        with self.inotify.lock:
+            return dict(self._dirs)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        """Give back every watch (a shared instance stays open for the other roots)."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            for wd in list(self.dirs):
+                self.inotify.unwatch(self, wd)
+            self.inotify.detach(self)
+        if self._own:
+            self.inotify.close()
 
     def __enter__(self) -> TreeWatcher:
         return self
@@ -77,78 +262,96 @@ class TreeWatcher:
     def add(self, rel: bytes) -> set[bytes]:
         """Watch ``rel`` and the directories below it that a walk enters; for a directory
         below the root, also the files found in it (they may predate its watch)."""
-        if rel and not Walker(self.fs).would_list(rel, kind="dir"):
-            return set()
-        try:
-            # a directory is listed before its watch exists: one made in between is caught
-            # by the next pass (a few at most: a directory mounted twice never settles)
-            for _ in range(3):
-                if not self._watch_pass(rel):
-                    break
-            return {f.path for f in Walker(self.fs, rel).files()} if rel else set()
-        except (OSError, RootgrepError):
-            if not rel:
-                raise  # the root itself cannot be watched
-            return {rel}  # it went away meanwhile: what it held is gone
+        with self.lock:
+            if self.closed or self.incomplete:
+                return set()
+            if rel and not Walker(self.fs).would_list(rel, kind="dir"):
+                return set()
+            try:
+                # a directory is listed before its watch exists: one made in between is caught
+                # by the next pass (a few at most: a directory mounted twice never settles)
+                for _ in range(3):
+                    if not self._watch_pass(rel):
+                        break
+                return {f.path for f in Walker(self.fs, rel).files()} if rel else set()
+            except (OSError, RootgrepError):
+                if not rel:
+                    raise  # the root itself cannot be watched
+                return {rel}  # it went away meanwhile: what it held is gone
 
     def reset(self) -> None:
         """Forget every watch and watch the tree again (after lost events, names and watches
         may no longer agree)."""
-        for wd in list(self.dirs):
-            confine.inotify_unwatch(self.fd, wd)
-        self.dirs.clear()
-        self.add(b"")
+        with self.lock:
+            for wd in list(self.dirs):
+                self.inotify.unwatch(self, wd)
+            self.add(b"")
 
     def _watch_pass(self, rel: bytes) -> int:
         """Watch every directory a walk of ``rel`` enters; how many were not watched yet."""
         added = 0
         for drel, dfd in Walker(self.fs, rel).directories():
             try:
-                wd = confine.inotify_watch_dir(self.fd, dfd, MASK)
+                fresh = self.inotify.watch(self, dfd, drel)
             except OSError as e:
                 if e.errno != errno.ENOSPC:
                     raise
-                if not self.incomplete:  # fs.inotify.max_user_watches reached
-                    log.warning("out of inotify watches at %r: changes there go unseen, so grep "
-                                "scans live", confine.display(drel))  # fmt: skip
-                    self.incomplete = True
-                continue
-            if wd not in self.dirs:  # (a directory seen under two names keeps its first)
-                self.dirs[wd] = drel
-                added += 1
+                self._out_of_watches(drel)
+                return 0
+            added += fresh
         return added
+
+    def _out_of_watches(self, drel: bytes) -> None:
+        """fs.inotify.max_user_watches reached: give this root's watches back to the others
+        and stop watching it (its index turns stale; grep scans it live)."""
+        log.warning("out of inotify watches at %r: this root is not watched any more, so grep "
+                    "scans it live", confine.display(drel))  # fmt: skip
+        self.incomplete = True
+        for wd in list(self.dirs):
+            self.inotify.unwatch(self, wd)
 
     def drop(self, rel: bytes) -> None:
         """Stop watching ``rel`` and everything below it (it went away or moved)."""
         under = rel + b"/"
-        for wd, d in list(self.dirs.items()):
-            if d == rel or d.startswith(under):
-                del self.dirs[wd]
-                confine.inotify_unwatch(self.fd, wd)
+        with self.lock:
+            for wd, d in self.dirs.items():
+                if d == rel or d.startswith(under):
+                    self.inotify.unwatch(self, wd)
 
     def poll(self, timeout: float) -> set[bytes]:
-        """Root-relative paths changed within ``timeout`` seconds (files, and directories that
-        appeared, changed or went away); empty when nothing happened. Once events come, what
-        follows within ``DEBOUNCE_SECONDS`` joins them, for at most ``MAX_GATHER_SECONDS``."""
-        marks: set[bytes] = set()
-        gone: set[bytes] = set()
-        fresh: set[bytes] = set()
-        p = select.poll()
-        p.register(self.fd, select.POLLIN)
-        wait = timeout
-        deadline: float | None = None
-        while p.poll(wait * 1000):
+        """(A private instance.) Root-relative paths changed within ``timeout`` seconds (files,
+        and directories that appeared, changed or went away); empty when nothing happened."""
+        self.inotify.read(timeout)
+        with self.lock:
+            return self._settle()
+
+    def deliver(self) -> None:
+        """(A shared instance's reader.) Hand the sink what the routed events name, once any
+        came; later if a walk of this root runs right now (never wait for it)."""
+        if not (self._marks or self._gone or self._fresh or self.overflowed) and (
+            not self.incomplete or self._told_incomplete
+        ):
+            return
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            if self.closed:
+                return
+            marks = self._settle()
+            lost, self.overflowed = self.overflowed, False
+            self._told_incomplete = self.incomplete
+        finally:
+            self.lock.release()
+        if self.sink is not None:
             try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                break
-            self._parse(data, marks, gone, fresh)
-            now = time.monotonic()
-            if deadline is None:
-                deadline = now + MAX_GATHER_SECONDS
-            if now >= deadline:
-                break
-            wait = min(DEBOUNCE_SECONDS, deadline - now)
+                self.sink(marks, lost)
+            except Exception:
+                log.exception("a watcher's sink failed")
+
+    def _settle(self) -> set[bytes]:
+        with self.inotify.lock:
+            marks, gone, fresh = self._marks, self._gone, self._fresh
+            self._marks, self._gone, self._fresh = set(), set(), set()
         if self.overflowed:
             self.reset()
             return marks
@@ -161,33 +364,22 @@ class TreeWatcher:
             marks |= self.add(d)
         return marks
 
-    def _parse(self, data: bytes, marks: set[bytes], gone: set[bytes], fresh: set[bytes]) -> None:
-        off = 0
-        while off + _EVENT.size <= len(data):
-            wd, mask, _cookie, size = _EVENT.unpack_from(data, off)
-            name = data[off + _EVENT.size : off + _EVENT.size + size].rstrip(b"\0")
-            off += _EVENT.size + size
-            self.events += 1
-            if mask & IN_Q_OVERFLOW:
-                self.overflowed = True
-                continue
-            if mask & IN_IGNORED:
-                self.dirs.pop(wd, None)
-                continue
-            base = self.dirs.get(wd)
-            if base is None or not name:
-                continue  # a watch already dropped, or an event on a directory itself
-            rel = base + b"/" + name if base else name
-            marks.add(rel)
-            if mask & IN_ISDIR:
-                if mask & (IN_MOVED_FROM | IN_DELETE):
-                    gone.add(rel)
-                else:  # created, moved in, or its attributes changed (perhaps readable again)
-                    fresh.add(rel)
-            elif name in IGNORE_FILES:
-                # which files a walk keeps below here may have changed: look at them all again
-                if base:
-                    fresh.add(base)
-                    marks.add(base)
-                else:
-                    self.overflowed = True  # the root's own rules: a full re-sync
+    def _event(self, base: bytes, mask: int, name: bytes) -> None:
+        """One routed event on the directory ``base`` (under the instance's lock)."""
+        self.events += 1
+        if not name:
+            return  # an event on a directory itself
+        rel = base + b"/" + name if base else name
+        self._marks.add(rel)
+        if mask & IN_ISDIR:
+            if mask & (IN_MOVED_FROM | IN_DELETE):
+                self._gone.add(rel)
+            else:  # created, moved in, or its attributes changed (perhaps readable again)
+                self._fresh.add(rel)
+        elif name in IGNORE_FILES:
+            # which files a walk keeps below here may have changed: look at them all again
+            if base:
+                self._fresh.add(base)
+                self._marks.add(base)
+            else:
+                self.overflowed = True  # the root's own rules: a full re-sync
