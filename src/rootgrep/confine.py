@@ -58,6 +58,7 @@ _WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, 
 _WALK_HELD_FDS = 16  # directory fds the component walk keeps open at once
 _WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
 _O_PATH = getattr(os, "O_PATH", 0o10000000) | os.O_CLOEXEC
+_INTO_ITSELF = "cannot move a directory into itself; choose a destination outside it"
 
 
 class _OpenHow(ctypes.Structure):
@@ -830,6 +831,7 @@ class Beneath:
 
     def rename(self, src: list[bytes], dst: list[bytes], *, overwrite: bool = False) -> None:
         """Move ``src`` to ``dst`` beneath the root (the link itself when ``src`` is one)."""
+        self._refuse_into_itself(src, dst)
         sfd, sname = self.open_parent(src)
         try:
             dfd, dname = self.open_parent(dst)
@@ -844,12 +846,26 @@ class Beneath:
                         f"'{display(dst)}' already exists; pass overwrite=true to replace it"
                     ) from None
                 if e.errno == errno.EINVAL:
-                    raise InvalidPath("a directory cannot be moved into itself") from None
+                    raise InvalidPath(_INTO_ITSELF) from None
                 raise _error(e, src) from None
             finally:
                 os.close(dfd)
         finally:
             os.close(sfd)
+
+    def _refuse_into_itself(self, src: list[bytes], dst: list[bytes]) -> None:
+        """``invalid_path`` when ``src`` is a directory (not a link to one) and ``dst`` lies in
+        it, judged where both really are. The kernel refuses such a move too (EINVAL, also
+        mapped), but renameat2's EINVAL is ambiguous; this says what happened up front."""
+        try:
+            if not stat_mod.S_ISDIR(self.stat(src, follow=False).st_mode):
+                return
+            real_src = self.real_components(src)
+            real_dst = (self.real_components(dst[:-1]) if dst[:-1] else []) + dst[-1:]
+        except (RootgrepError, OSError):
+            return  # the rename itself reports what is wrong with the paths
+        if real_dst[: len(real_src)] == real_src:
+            raise InvalidPath(_INTO_ITSELF)
 
     def copy(self, src: list[bytes], dst: list[bytes], *, overwrite: bool = False) -> CopyReport:
         """Copy a file or a directory tree to ``dst`` beneath the root. Each file lands
@@ -1154,6 +1170,11 @@ def _rename_noreplace(dirfd: int, src: bytes, dst: bytes, *, dst_dirfd: int = -1
             return
         err = ctypes.get_errno()
         if err not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(err, os.strerror(err))
+        st = _lstat_at(dirfd, src)
+        if err == errno.EINVAL and st is not None and stat_mod.S_ISDIR(st.st_mode):
+            # the link() fallback cannot move a directory (it would say EPERM); EINVAL for a
+            # directory is the kernel refusing to move it below itself
             raise OSError(err, os.strerror(err))
     # Filesystems without RENAME_NOREPLACE: link() refuses an existing target too (files only).
     os.link(src, dst, src_dir_fd=dirfd, dst_dir_fd=target, follow_symlinks=False)

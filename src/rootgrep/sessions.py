@@ -92,29 +92,37 @@ class ClientRoots:
         self.roots: list[Root] = []
         self.fetched_at: float | None = None
         self.failed = False
-        self.fetches = 0
+        self.fetches = 0  # roots/list answers received
+        self.requested = 0  # refreshes asked for (notifications, TTL expiries)
         self._ready = anyio.Event()
+        self._queued: anyio.Event | None = None  # the refresh waiting behind the running one
         self._lock = anyio.Lock()
         self._inflight: set[Token] = set()
 
     async def refresh(self) -> None:
-        """Fetch the client's roots again. New calls wait from this moment until it ends."""
+        """Fetch the client's roots again. New calls wait from this moment until a fetch that
+        starts after it ends. Refreshes coalesce: one fetch runs, at most one waits queued
+        behind it, and a refresh asked for while one is queued joins that one (it has not
+        started yet, so it will see this change too): a burst of N ``list_changed``
+        notifications costs at most two ``roots/list`` round trips, not N."""
+        self.requested += 1
+        queued = self._queued
+        if queued is not None:
+            await queued.wait()
+            return
         ready = anyio.Event()  # calls from now on wait for this refresh, not an older one
         self._ready = ready
-        async with self._lock:
-            try:
-                raw = await self.fetch()
-                self.fetches += 1
-                new, problems = await anyio.to_thread.run_sync(
-                    accept_raw_roots, raw, self.service, self.service.audit, self.roots
-                )
-                failed = False
-            except Exception as e:  # the client did not answer: no roots (fail closed)
-                log.warning("roots/list failed: %r; the session has no roots until it succeeds", e)
-                new, problems, failed = [], [f"roots/list failed ({type(e).__name__})"], True
-            self._swap(new)
-            self.fetched_at = time.monotonic()
-            self.failed = failed
+        self._queued = ready
+        problems: list[str] | None = None
+        try:
+            async with self._lock:
+                self._queued = None  # running from here: a later change needs a later fetch
+                problems = await self._fetch_and_swap()
+        finally:
+            if problems is None:  # cancelled (the session is closing): fail closed
+                if self._queued is ready:
+                    self._queued = None
+                self.failed = True
             ready.set()
         for p in problems:
             log.warning("%s", p)
@@ -123,6 +131,22 @@ class ClientRoots:
                     await self.notify(p)
                 except Exception:  # a log message is best effort
                     log.debug("could not send a log notification", exc_info=True)
+
+    async def _fetch_and_swap(self) -> list[str]:
+        try:
+            raw = await self.fetch()
+            self.fetches += 1
+            new, problems = await anyio.to_thread.run_sync(
+                accept_raw_roots, raw, self.service, self.service.audit, self.roots
+            )
+            failed = False
+        except Exception as e:  # the client did not answer: no roots (fail closed)
+            log.warning("roots/list failed: %r; the session has no roots until it succeeds", e)
+            new, problems, failed = [], [f"roots/list failed ({type(e).__name__})"], True
+        self._swap(new)
+        self.fetched_at = time.monotonic()
+        self.failed = failed
+        return problems
 
     def _swap(self, new: list[Root]) -> None:
         keep = {id(r) for r in new}
