@@ -17,7 +17,7 @@ import os
 import stat as stat_mod
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -274,17 +274,56 @@ def open_dir_at(dirfd: int, name: bytes) -> int:
 
 
 def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
-    """Open a regular file by a single name, never through a symlink, never blocking."""
-    fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
+    """Open a regular file by a single name for reading, never through a symlink, never
+    opening anything else (see ``reopen_regular``). Raises ``NotRegularFile`` or OSError."""
+    pfd = os.open(name, _O_PATH | os.O_NOFOLLOW, dir_fd=dirfd)
+    return reopen_regular(pfd, [name], lambda: os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd))
+
+
+_proc_fd: tuple[int, int] = (-1, -1)  # (pid, fd of /proc/self/fd) — re-made after a fork
+
+
+def _proc_fd_dir() -> int:
+    global _proc_fd
+    pid = os.getpid()
+    if _proc_fd[0] != pid:
+        try:
+            fd = os.open("/proc/self/fd", _O_DIR)
+        except OSError:
+            fd = -1
+        _proc_fd = (pid, fd)
+    return _proc_fd[1]
+
+
+def reopen_regular(
+    pfd: int, comps: list[bytes], by_name: Callable[[], int]
+) -> tuple[int, os.stat_result]:
+    """The one way rootgrep opens a file to read it, given the ``O_PATH`` fd its caller
+    reached it with (confined; ``O_PATH`` opens nothing: a FIFO's read side stays closed, a
+    device's open handler never runs). Checks with ``fstat`` that it is a regular file, then
+    reopens that very inode through its ``/proc/self/fd`` magic link (the same file object, so
+    no second check is needed). A name a listing called "file" and then swapped for a FIFO or
+    a device is therefore never opened. Closes ``pfd``. Without /proc, ``by_name()`` opens
+    the name again and it must still be the same inode."""
     try:
-        st = os.fstat(fd)
+        st = os.fstat(pfd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            _require_regular(st, comps)
+        proc = _proc_fd_dir()
+        if proc >= 0:
+            return os.open(str(pfd), _O_READ, dir_fd=proc), st
+    finally:
+        os.close(pfd)
+    fd = by_name()
+    try:
+        st2 = os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not stat_mod.S_ISREG(st.st_mode):
+    if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) or not stat_mod.S_ISREG(st2.st_mode):
         os.close(fd)
-        raise NotRegularFile(f"'{display(name)}' is not a regular file")
-    return fd, st
+        raise NotFound(f"'{display(comps)}' changed while being opened; try again")
+    return fd, st2
 
 
 def stat_at(dirfd: int, name: bytes) -> os.stat_result:
@@ -329,13 +368,12 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
     is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those).
     A large file's first 8 KiB are read alone, so a binary file is never read in full."""
     try:
-        fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
-    except OSError:
+        fd, st = open_file_at(dirfd, name)
+    except (OSError, RootgrepError):
         return None
     try:
-        st = os.fstat(fd)
         size = st.st_size
-        if not stat_mod.S_ISREG(st.st_mode) or size > max_file_size:
+        if size > max_file_size:
             return None
         if size <= BINARY_SNIFF_BYTES:
             data, _ = read_fd(fd, size, max_file_size)
@@ -656,26 +694,13 @@ class Beneath:
         comps = _file_comps(rel)
         try:
             pfd = self.open(comps, _O_PATH, no_symlinks=no_symlinks)
+            return reopen_regular(
+                pfd, comps, lambda: self.open(comps, _O_READ, no_symlinks=no_symlinks)
+            )
         except RootgrepError:
             raise
         except OSError as e:
             raise _error(e, comps) from None
-        try:
-            st = os.fstat(pfd)
-            _require_regular(st, comps)
-            try:
-                fd = os.open(f"/proc/self/fd/{pfd}", _O_READ)
-            except FileNotFoundError:  # no /proc: open again beneath the root, checked below
-                fd = self.open(comps, _O_READ, no_symlinks=no_symlinks)
-        except OSError as e:
-            raise _error(e, comps) from None
-        finally:
-            os.close(pfd)
-        st2 = os.fstat(fd)
-        if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
-            os.close(fd)
-            raise NotFound(f"'{display(comps)}' changed while being opened; try again")
-        return fd, st2
 
     def stat(self, rel: str | bytes | list[bytes], *, follow: bool = True) -> os.stat_result:
         comps = rel if isinstance(rel, list) else split_relpath(rel)
@@ -982,7 +1007,14 @@ def _copy_tree(
                         stack.append((where, open_dir_at(sfd, e.name), open_dir_at(dfd, e.name)))
                         continue
                     if e.kind == "file":
-                        fd, st = open_file_at(sfd, e.name)
+                        try:
+                            fd, st = open_file_at(sfd, e.name)
+                        except NotRegularFile:  # swapped for a FIFO or device since listed
+                            report.skipped.append((b"/".join(where), "not a regular file"))
+                            continue
+                        except FileNotFoundError:  # gone since listed
+                            report.skipped.append((b"/".join(where), "vanished"))
+                            continue
                     elif e.kind == "symlink":
                         # copy what a link inside the root points to; never recreate the link
                         # (its text could escape from the new place) and never follow it out
