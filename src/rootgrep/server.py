@@ -14,6 +14,7 @@ every filesystem tool fails with ``no_roots``.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import threading
@@ -163,28 +164,77 @@ def _client_roots(service: Service, session: Any) -> tuple[ClientRoots | None, b
 
 
 class Lease:
-    """The roots one call holds; released exactly once, by whoever finishes the call last
-    (the worker thread when the waiting task was cancelled), so no fd closes under a thread."""
+    """The roots one call holds, released exactly once, by whoever finishes the call last.
+
+    The worker thread marks the lease *started* as it begins (atomically, under the lock);
+    from then on only it releases the roots, when its work returns, so no root fd is closed
+    under a running thread. A waiting task that is cancelled (or fails) before its worker
+    started *claims* the lease instead and releases it itself; a worker that starts after
+    that finds the lease claimed and does nothing."""
 
     def __init__(self, held: list[Root], token: Token, client: ClientRoots | None) -> None:
         self.held = held
         self.token = token
         self.client = client
         self._lock = threading.Lock()
-        self._claimed = False
+        self._state = "queued"  # -> "started" (by the worker) or "claimed" (by the caller)
+        self._released = False
 
-    def claim(self) -> bool:
+    def start(self) -> bool:
+        """The worker, as it begins: False when the caller already gave the call up."""
         with self._lock:
-            if self._claimed:
+            if self._state != "queued":
                 return False
-            self._claimed = True
+            self._state = "started"
             return True
 
+    def claim(self) -> bool:
+        """The caller, giving up: True when no worker started (the caller then releases)."""
+        with self._lock:
+            if self._state != "queued":
+                return False
+            self._state = "claimed"
+            return True
+
+    def check(self) -> None:
+        """``root_removed`` unless every root is still held and none was retired since the
+        lease was taken (the work may have waited long in a queue)."""
+        self.token.check()
+        for r in self.held:
+            if r.fs.retired or r.fs.fd < 0:
+                raise RootRemoved(f"root {r.name!r} was removed while this call waited; retry")
+
     def release(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
         if self.client is not None:
             self.client.untrack(self.token)
         for r in self.held:
             r.release()
+
+
+# Worker threads: at most WORKERS blocking jobs run at once over all sessions, and one session
+# holds at most SESSION_WORKERS of them, so a session flooding the server with slow calls
+# leaves WORKERS - SESSION_WORKERS threads to the others (its further calls wait in its own
+# queue, not in the shared one). Both queues are FIFO.
+WORKERS = 4
+SESSION_WORKERS = 2
+SESSION_LIMITER_KEY = "rootgrep.session_workers"
+
+
+def _session_limiter(session: Any) -> anyio.CapacityLimiter | None:
+    """The connection's share of the workers (None when the session has no connection)."""
+    conn = getattr(session, "_connection", None)
+    state = getattr(conn, "state", None)
+    if not isinstance(state, dict):
+        return None
+    with _client_lock:
+        limiter = state.get(SESSION_LIMITER_KEY)
+        if limiter is None:
+            limiter = state[SESSION_LIMITER_KEY] = anyio.CapacityLimiter(SESSION_WORKERS)
+    return limiter
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -197,7 +247,7 @@ class RootgrepServer(MCPServer):
     def __init__(self, service: Service) -> None:
         super().__init__("rootgrep", version=__version__, instructions=INSTRUCTIONS)
         self.service = service
-        self.limiter = anyio.CapacityLimiter(4)
+        self.limiter = anyio.CapacityLimiter(WORKERS)
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
@@ -249,7 +299,7 @@ class RootgrepServer(MCPServer):
                         lease.release()
                     raise
             work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
-            result = await self._run(work, lease, write)
+            result = await self._run(work, lease, write, _session_limiter(ctx.session))
             return CallToolResult(
                 content=[TextContent(type="text", text=render(result))],
                 structured_content=result.model_dump(mode="json"),
@@ -281,31 +331,44 @@ class RootgrepServer(MCPServer):
             client.track(token)
         return Lease(held, token, client)
 
-    async def _run(self, work: Callable[[], M], lease: Lease, write: bool) -> M:
-        if write:  # a write finishes (atomically) even if the caller gives up
-            try:
-                return await anyio.to_thread.run_sync(work, limiter=self.limiter)
-            finally:
-                if lease.claim():
-                    lease.release()
+    async def _run(
+        self,
+        work: Callable[[], M],
+        lease: Lease,
+        write: bool,
+        session: anyio.CapacityLimiter | None = None,
+    ) -> M:
+        """Run ``work`` in a worker thread, within the session's share of the workers.
+
+        The worker re-checks the lease when it starts (a call may wait long behind busy
+        workers: its roots may have been removed meanwhile, and a write must then not
+        happen) and releases it when the work returns. A read is abandoned when its caller
+        is cancelled (its token is set, so it stops at its next check); a write that has
+        started finishes (atomically) even if the caller gives up."""
 
         def guarded() -> M:
+            if not lease.start():  # the caller gave up before this worker began
+                raise RootRemoved("the call was cancelled before it started")
             try:
-                lease.token.check()
+                lease.check()
                 return work()
             finally:
-                if lease.claim():
-                    lease.release()
+                lease.release()
 
         try:
-            return await anyio.to_thread.run_sync(
-                guarded, limiter=self.limiter, abandon_on_cancel=True
-            )
-        except anyio.get_cancelled_exc_class():
-            lease.token.cancel()  # the thread stops at its next check
-            if lease.claim():  # it never started: release here
+            async with session if session is not None else _NO_LIMIT:
+                return await anyio.to_thread.run_sync(
+                    guarded, limiter=self.limiter, abandon_on_cancel=not write
+                )
+        except BaseException as e:
+            if not write and isinstance(e, anyio.get_cancelled_exc_class()):
+                lease.token.cancel()  # an abandoned worker stops at its next check
+            if lease.claim():  # its worker never started: release here
                 lease.release()
             raise
+
+
+_NO_LIMIT = contextlib.nullcontext()
 
 
 def _still_inside(roots: list[Root]) -> list[Root]:
