@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import ipaddress
 import logging
+import re
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
@@ -28,6 +30,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
@@ -113,7 +116,8 @@ CallRoots = Annotated[Any, Resolve(roots_for_call)]
 
 
 async def fetch_raw_roots(conn: Any) -> RawRoots:
-    """``roots/list`` on a connection, answer kept raw; bounded wait, retried on time-out."""
+    """``roots/list`` on a connection's standalone channel, answer kept raw; bounded wait,
+    retried on time-out."""
     last: Exception | None = None
     for _ in range(ROOTS_ATTEMPTS):
         try:
@@ -125,11 +129,34 @@ async def fetch_raw_roots(conn: Any) -> RawRoots:
             if e.error.code == -32001:  # timed out: the request may have been lost; ask again
                 continue
             raise
-        roots = result.get("roots") if isinstance(result, dict) else None
-        if not isinstance(roots, list):
-            raise ValueError("the roots/list answer has no roots list")
-        return roots
+        return _raw_roots_of(result)
     raise TimeoutError(f"roots/list got no answer after {ROOTS_ATTEMPTS} attempts") from last
+
+
+async def fetch_raw_roots_on_request(session: Any) -> RawRoots:
+    """``roots/list`` on the stream of the request being handled (over streamable HTTP: the
+    POST's own response stream, which is open, so the request cannot be lost). One bounded
+    attempt. The SDK's ``ListRoots`` resolver does the same in the handshake era; rootgrep
+    sends it raw to keep the answer unnormalised."""
+    outbound = session._request_outbound  # private in mcp 2.3; no public raw equivalent
+    return _raw_roots_of(
+        await outbound.send_raw_request("roots/list", None, {"timeout": ROOTS_TIMEOUT})
+    )
+
+
+def _raw_roots_of(result: Any) -> RawRoots:
+    roots = result.get("roots") if isinstance(result, dict) else None
+    if not isinstance(roots, list):
+        raise ValueError("the roots/list answer has no roots list")
+    return roots
+
+
+def _standalone_may_lose(ctx: Context) -> bool:
+    """Whether server-initiated requests on this connection's standalone channel can be lost:
+    streamable HTTP (the GET stream a client may not have opened yet) with a request stream
+    that can carry a request instead."""
+    rc = ctx.request_context
+    return getattr(rc, "request", None) is not None and bool(ctx.session.can_send_request)
 
 
 def _notifier(session: Any) -> Callable[[str], Awaitable[None]]:
@@ -281,7 +308,10 @@ class RootgrepServer(MCPServer):
                 roots = scope(None, self.service)
             else:
                 client, new = _client_roots(self.service, ctx.session)
-                if new and client is not None:
+                primed = False
+                if client is not None and _standalone_may_lose(ctx):
+                    primed = await client.prime(partial(fetch_raw_roots_on_request, ctx.session))
+                if new and client is not None and not primed:
                     await client.refresh()
                 roots = scope(await client.current() if client else None, self.service)
             if any(r.anchor is not None for r in roots):
@@ -789,8 +819,69 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def http_app(mcp: RootgrepServer, *, host: str, token: str | None) -> Any:
-    app = mcp.streamable_http_app(host=host)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_HOST_HEADER = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def http_exposure_problem(host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
+    """Why an HTTP server on ``host`` must not start, or None. Beyond loopback anyone who
+    can reach the port could call the tools, and a browser page could through DNS
+    rebinding: such a bind needs a bearer token and the Host names clients will use."""
+    for h in allowed_hosts:
+        if not _HOST_HEADER.fullmatch(h):
+            return f"--allowed-host {h!r} is not a host name or address (with an optional :port)"
+    if is_loopback(host):
+        return None
+    missing = [
+        flag
+        for flag, ok in (("--auth-token-env VAR", token), ("--allowed-host HOST", allowed_hosts))
+        if not ok
+    ]
+    if not missing:
+        return None
+    return (
+        f"--host {host} is reachable beyond this machine: it needs {' and '.join(missing)} "
+        "(a bearer token, and each Host name clients will use); refusing to start"
+    )
+
+
+def transport_security(allowed_hosts: list[str]) -> TransportSecuritySettings:
+    """Host/Origin validation for every bind (the SDK turns it on only for a bind address
+    spelled 127.0.0.1, localhost or ::1): the loopback names on any port, plus each allowed
+    host (on any port unless it names one), and the same as http(s) origins."""
+    hosts: list[str] = []
+    origins: list[str] = []
+    for h in [*LOOPBACK_HOSTS, *allowed_hosts]:
+        m = _HOST_HEADER.fullmatch(h)
+        forms = [h] if m is not None and m.group(2) else [h, f"{h}:*"]
+        hosts += forms
+        origins += [f"{scheme}://{f}" for scheme in ("http", "https") for f in forms]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(dict.fromkeys(hosts)),
+        allowed_origins=list(dict.fromkeys(origins)),
+    )
+
+
+def http_app(
+    mcp: RootgrepServer, *, host: str, token: str | None, allowed_hosts: Sequence[str] = ()
+) -> Any:
+    problem = http_exposure_problem(host, token, list(allowed_hosts))
+    if problem is not None:
+        raise ValueError(problem)
+    app = mcp.streamable_http_app(
+        host=host, transport_security=transport_security(list(allowed_hosts))
+    )
     return BearerAuth(app, token) if token else app
 
 
@@ -798,7 +889,15 @@ def serve_stdio(mcp: RootgrepServer) -> None:
     mcp.run("stdio")
 
 
-def serve_http(mcp: RootgrepServer, *, host: str, port: int, token: str | None) -> None:
+def serve_http(
+    mcp: RootgrepServer,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+) -> None:
     import uvicorn
 
-    uvicorn.run(http_app(mcp, host=host, token=token), host=host, port=port, log_level="warning")
+    app = http_app(mcp, host=host, token=token, allowed_hosts=allowed_hosts)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -94,6 +94,8 @@ class ClientRoots:
         self.failed = False
         self.fetches = 0  # roots/list answers received
         self.requested = 0  # refreshes asked for (notifications, TTL expiries)
+        self.primed = 0  # answers fetched on a call's own stream (see ``prime``)
+        self._prime_lock = anyio.Lock()
         self._ready = anyio.Event()
         self._queued: anyio.Event | None = None  # the refresh waiting behind the running one
         self._lock = anyio.Lock()
@@ -133,6 +135,7 @@ class ClientRoots:
                     log.debug("could not send a log notification", exc_info=True)
 
     async def _fetch_and_swap(self) -> list[str]:
+        answers = self.fetches
         try:
             raw = await self.fetch()
             self.fetches += 1
@@ -141,6 +144,11 @@ class ClientRoots:
             )
             failed = False
         except Exception as e:  # the client did not answer: no roots (fail closed)
+            if self.fetches != answers and not self.failed:
+                # an answer to a newer request (see ``prime``) arrived meanwhile: this
+                # older request's failure says nothing about the roots now
+                log.info("roots/list failed (%r) after a newer answer; keeping it", e)
+                return []
             log.warning("roots/list failed: %r; the session has no roots until it succeeds", e)
             new, problems, failed = [], [f"roots/list failed ({type(e).__name__})"], True
         self._swap(new)
@@ -148,7 +156,60 @@ class ClientRoots:
         self.failed = failed
         return problems
 
+    def needs_prime(self) -> bool:
+        """Whether the session has no usable roots answer yet (none arrived, or the last
+        refresh failed)."""
+        return self.fetches == 0 or self.failed
+
+    async def prime(self, fetch: FetchRoots) -> bool:
+        """For a call of a session without a usable answer yet: ask with ``fetch`` (on the
+        call's own stream; over HTTP the first ``roots/list`` of a session goes out on the
+        standalone stream, which the client may not have opened yet, so it can be lost and
+        only its retry answered, seconds later). The answer is taken unless a refresh
+        started or answered meanwhile (that one is as new, and calls wait for it). One
+        attempt, bounded by the fetch's own time-out. True when an answer was taken."""
+        if not self.needs_prime():
+            return False
+        async with self._prime_lock:
+            if not self.needs_prime():
+                return False
+            ready = self._ready
+            try:
+                raw = await fetch()
+            except Exception as e:  # the regular refresh still decides
+                log.info("roots/list on the call's stream failed: %r", e)
+                return False
+            new, problems = await anyio.to_thread.run_sync(
+                accept_raw_roots, raw, self.service, self.service.audit, self.roots
+            )
+            if self._ready is not ready or not self.needs_prime():
+                kept = {id(r) for r in self.roots}
+                for r in new:
+                    if id(r) not in kept:
+                        r.close()
+                return False
+            self.fetches += 1
+            self.primed += 1
+            self._swap(new)
+            self.fetched_at = time.monotonic()
+            self.failed = False
+            ready.set()
+        for p in problems:
+            log.warning("%s", p)
+        return True
+
     def _swap(self, new: list[Root]) -> None:
+        # answers computed concurrently (a refresh and a prime) may pin the same directory
+        # twice: keep the pin already served, so calls holding it are not cancelled
+        current = {r.path: r for r in self.roots if not r.fs.retired}
+        merged: list[Root] = []
+        for r in new:
+            old = current.get(r.path)
+            if old is not None and old is not r and old.name == r.name:
+                r.close()
+                r = old
+            merged.append(r)
+        new = merged
         keep = {id(r) for r in new}
         gone = [r for r in self.roots if id(r) not in keep]
         self.roots = new
