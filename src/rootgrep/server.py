@@ -245,23 +245,26 @@ class Lease:
 # Worker threads: at most WORKERS blocking jobs run at once over all sessions, and one session
 # holds at most SESSION_WORKERS of them, so a session flooding the server with slow calls
 # leaves WORKERS - SESSION_WORKERS threads to the others (its further calls wait in its own
-# queue, not in the shared one). Both queues are FIFO.
+# queue, not in the shared one). Both queues are FIFO. A handshake-era session is its
+# connection; 2026-07-28 has no sessions (each call is its own connection), so its calls
+# share by client address over HTTP (one share per remote host) and one share otherwise.
 WORKERS = 4
 SESSION_WORKERS = 2
 SESSION_LIMITER_KEY = "rootgrep.session_workers"
+MAX_IDLE_SHARES = 256  # idle per-address shares kept before they are dropped
 
 
-def _session_limiter(session: Any) -> anyio.CapacityLimiter | None:
-    """The connection's share of the workers (None when the session has no connection)."""
-    conn = getattr(session, "_connection", None)
-    state = getattr(conn, "state", None)
-    if not isinstance(state, dict):
-        return None
-    with _client_lock:
-        limiter = state.get(SESSION_LIMITER_KEY)
-        if limiter is None:
-            limiter = state[SESSION_LIMITER_KEY] = anyio.CapacityLimiter(SESSION_WORKERS)
-    return limiter
+def _connection_state(session: Any) -> dict[str, Any] | None:
+    state = getattr(getattr(session, "_connection", None), "state", None)
+    return state if isinstance(state, dict) else None
+
+
+def _peer_key(ctx: Context) -> str:
+    """The share a 2026-07-28 call belongs to: its HTTP client's host, or the one local
+    client of a stdio or in-memory server."""
+    client = getattr(getattr(ctx.request_context, "request", None), "client", None)
+    host = getattr(client, "host", None)
+    return f"http:{host}" if isinstance(host, str) else "local"
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -275,6 +278,7 @@ class RootgrepServer(MCPServer):
         super().__init__("rootgrep", version=__version__, instructions=INSTRUCTIONS)
         self.service = service
         self.limiter = anyio.CapacityLimiter(WORKERS)
+        self._shares: dict[str, anyio.CapacityLimiter] = {}  # 2026-07-28 calls, by address
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
@@ -329,7 +333,7 @@ class RootgrepServer(MCPServer):
                         lease.release()
                     raise
             work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
-            result = await self._run(work, lease, write, _session_limiter(ctx.session))
+            result = await self._run(work, lease, write, self._share(ctx))
             return CallToolResult(
                 content=[TextContent(type="text", text=render(result))],
                 structured_content=result.model_dump(mode="json"),
@@ -347,6 +351,25 @@ class RootgrepServer(MCPServer):
         finally:
             for r in per_call:
                 r.retire()
+
+    def _share(self, ctx: Context) -> anyio.CapacityLimiter:
+        """The session's share of the workers (see WORKERS)."""
+        state = None if _modern(ctx) else _connection_state(ctx.session)
+        with _client_lock:
+            if state is not None:
+                limiter = state.get(SESSION_LIMITER_KEY)
+                if limiter is None:
+                    limiter = state[SESSION_LIMITER_KEY] = anyio.CapacityLimiter(SESSION_WORKERS)
+                return limiter
+            key = _peer_key(ctx)
+            limiter = self._shares.get(key)
+            if limiter is None:
+                if len(self._shares) >= MAX_IDLE_SHARES:
+                    for k, lim in list(self._shares.items()):
+                        if lim.borrowed_tokens == 0 and lim.statistics().tasks_waiting == 0:
+                            del self._shares[k]
+                limiter = self._shares[key] = anyio.CapacityLimiter(SESSION_WORKERS)
+            return limiter
 
     async def _lease(self, roots: list[Root], client: ClientRoots | None) -> Lease:
         held: list[Root] = []
@@ -366,7 +389,7 @@ class RootgrepServer(MCPServer):
         work: Callable[[], M],
         lease: Lease,
         write: bool,
-        session: anyio.CapacityLimiter | None = None,
+        share: anyio.CapacityLimiter | None = None,
     ) -> M:
         """Run ``work`` in a worker thread, within the session's share of the workers.
 
@@ -386,7 +409,7 @@ class RootgrepServer(MCPServer):
                 lease.release()
 
         try:
-            async with session if session is not None else _NO_LIMIT:
+            async with share if share is not None else _NO_LIMIT:
                 return await anyio.to_thread.run_sync(
                     guarded, limiter=self.limiter, abandon_on_cancel=not write
                 )

@@ -293,14 +293,21 @@ async def test_a_fifo_swapped_in_for_a_file_is_never_opened(
 # ---- item 9: one session cannot starve another -----------------------------------------------
 
 
-async def test_a_flooding_session_leaves_workers_to_another(make_server, world: Path) -> None:
+@pytest.mark.parametrize(
+    ("mode_a", "mode_b"), [("legacy", "legacy"), ("auto", "legacy"), ("legacy", "auto")]
+)
+async def test_a_flooding_session_leaves_workers_to_another(
+    make_server, world: Path, mode_a: str, mode_b: str
+) -> None:
+    """A handshake-era session is its connection; 2026-07-28 calls (no sessions) share one
+    share per client address (in memory: one)."""
     root = world / "root"
     server = make_server([root])
     slow = Blocker(server, "read_file")
     flood = WORKERS * 3
     done_a: list[Any] = []
     with anyio.fail_after(HANG_GUARD):
-        async with connect(server, "legacy") as a, connect(server, "legacy") as b:
+        async with connect(server, mode_a) as a, connect(server, mode_b) as b:
             async with anyio.create_task_group() as tg:
 
                 async def call_a() -> None:
