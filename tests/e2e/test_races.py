@@ -20,6 +20,7 @@ import pytest
 from mcp_helpers import RootsStub, code, connect, everything, text, uri
 
 from rootgrep.server import SESSION_WORKERS, WORKERS, RootgrepServer
+from rootgrep.sessions import ClientRoots
 from support import MARKER, wait_blocked_in_open
 
 pytestmark = pytest.mark.anyio
@@ -43,6 +44,21 @@ def snapshot(d: Path) -> dict[str, tuple[int, int, bytes]]:
         body = p.read_bytes() if stat.S_ISREG(st.st_mode) else b""
         out[str(p)] = (st.st_mode, st.st_size, body)
     return out
+
+
+@pytest.fixture
+def swaps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every roots list a session swapped in (the refresh that retires a removed
+    root ends with its swap; waiting for it is deterministic, unlike waiting for tasks)."""
+    seen: list[int] = []
+    real = ClientRoots._swap
+
+    def spy(self: ClientRoots, new: list[Any]) -> None:
+        real(self, new)
+        seen.append(len(new))
+
+    monkeypatch.setattr(ClientRoots, "_swap", spy)
+    return seen
 
 
 class Blocker:
@@ -75,7 +91,7 @@ class Blocker:
 
 
 async def test_a_write_queued_behind_busy_workers_after_its_root_was_removed_writes_nothing(
-    make_server, world: Path
+    make_server, world: Path, swaps: list[int]
 ) -> None:
     root = world / "root"
     stub = RootsStub([uri(root)])
@@ -99,8 +115,7 @@ async def test_a_write_queued_behind_busy_workers_after_its_root_was_removed_wri
                 assert not results
                 stub.uris = []  # the client removes the root
                 await c.send_roots_list_changed()
-                await wait_for(lambda: stub.calls == 2)
-                await anyio.wait_all_tasks_blocked()
+                await wait_for(lambda: swaps[-1:] == [0])  # the root is gone and retired
                 for b in busy:  # the workers come free: the write finally starts
                     server.limiter.release_on_behalf_of(b)
             (res,) = results
@@ -114,7 +129,7 @@ async def test_a_write_queued_behind_busy_workers_after_its_root_was_removed_wri
 
 
 async def test_a_cancelled_calls_root_fd_stays_open_until_its_worker_returns(
-    make_server, world: Path
+    make_server, world: Path, swaps: list[int]
 ) -> None:
     root = world / "root"
     stub = RootsStub([uri(root)])
@@ -137,8 +152,7 @@ async def test_a_cancelled_calls_root_fd_stays_open_until_its_worker_returns(
             await anyio.wait_all_tasks_blocked()
             stub.uris = []  # and removes the root: it is retired
             await c.send_roots_list_changed()
-            await wait_for(lambda: stub.calls == 2)
-            await anyio.wait_all_tasks_blocked()
+            await wait_for(lambda: swaps[-1:] == [0])  # the root is gone and retired
             fs = slow.held[0][0].fs
             assert fs.retired
             assert fs.fd >= 0, "the root fd was closed under a running worker"
