@@ -280,18 +280,21 @@ def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
     return reopen_regular(pfd, [name], lambda: os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd))
 
 
-_proc_fd: tuple[int, int] = (-1, -1)  # (pid, fd of /proc/self/fd) — re-made after a fork
+def _open_proc_fd() -> tuple[int, int]:
+    try:
+        return os.getpid(), os.open("/proc/self/fd", _O_DIR)
+    except OSError:
+        return os.getpid(), -1
+
+
+# (pid, fd of /proc/self/fd): opened once at import (so fd counts stay flat), again after a fork
+_proc_fd: tuple[int, int] = _open_proc_fd()
 
 
 def _proc_fd_dir() -> int:
     global _proc_fd
-    pid = os.getpid()
-    if _proc_fd[0] != pid:
-        try:
-            fd = os.open("/proc/self/fd", _O_DIR)
-        except OSError:
-            fd = -1
-        _proc_fd = (pid, fd)
+    if _proc_fd[0] != os.getpid():
+        _proc_fd = _open_proc_fd()
     return _proc_fd[1]
 
 
