@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,27 @@ def start_daemon(tree: Path, cache: Path) -> subprocess.Popen[str]:
             stop(daemon)
             raise AssertionError("the daemon exited")
     return daemon
+
+
+_OPENAT = {"x86_64": "257", "aarch64": "56"}
+
+
+def blocked_in_open(tid: int) -> bool:
+    """Whether thread ``tid`` of this process sleeps inside open(2) (as a FIFO writer waiting
+    for a reader does)."""
+    try:
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            if f.read().strip() == "wait_for_partner":
+                return True
+        with open(f"/proc/self/task/{tid}/syscall") as f:
+            nr = f.read().split(" ", 1)[0]
+    except OSError:
+        return False
+    return nr == _OPENAT.get(os.uname().machine)
+
+
+def wait_blocked_in_open(tid: int, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds  # a hang guard, not a threshold
+    while not blocked_in_open(tid):
+        assert time.monotonic() < deadline, "the thread never blocked in open()"
+        time.sleep(0.001)

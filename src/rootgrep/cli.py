@@ -92,7 +92,20 @@ def _serve_parser() -> argparse.ArgumentParser:
         "os.pathsep-separated); with none, the client's roots are the scope",
     )
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default loopback)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="HTTP bind address (default loopback; any other needs --auth-token-env and "
+        "--allowed-host)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="HTTP: a Host header value clients use, as name, name:port or [v6]:port "
+        "(repeatable; the loopback names are always allowed; Origin must match too)",
+    )
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--allow-write", action="store_true", help="offer the write tools")
     p.add_argument("--no-index", action="store_true", help="do not build search indexes")
@@ -163,9 +176,18 @@ def _serve(args: argparse.Namespace) -> int:
     if args.auth_token_env:
         token = os.environ.get(args.auth_token_env)
         if not token:
-            raise SystemExit(
-                f"rootgrep: --auth-token-env {args.auth_token_env}: that variable is empty"
+            print(
+                f"rootgrep: --auth-token-env {args.auth_token_env}: that variable is empty",
+                file=sys.stderr,
             )
+            return 2
+    if args.transport == "http":
+        from .server import http_exposure_problem
+
+        problem = http_exposure_problem(args.host, token, args.allowed_host)
+        if problem is not None:
+            print(f"rootgrep: {problem}", file=sys.stderr)
+            return 2
     roots = [pin_root(d, symlinks=args.symlinks) for d in dirs]
     from .index.manager import IndexManager
 
@@ -194,7 +216,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     url = f"http://{args.host}:{args.port}/mcp"
     print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
-    serve_http(mcp, host=args.host, port=args.port, token=token)
+    serve_http(mcp, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host)
     return 0
 
 

@@ -17,7 +17,7 @@ import os
 import stat as stat_mod
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -56,6 +56,7 @@ _O_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _WALK_HELD_FDS = 16  # directory fds the component walk keeps open at once
 _WALK_DECIDES = frozenset((errno.EXDEV, errno.ELOOP, errno.ENOSYS, errno.EPERM, errno.EAGAIN))
 _O_PATH = getattr(os, "O_PATH", 0o10000000) | os.O_CLOEXEC
+_INTO_ITSELF = "cannot move a directory into itself; choose a destination outside it"
 
 
 class _OpenHow(ctypes.Structure):
@@ -437,20 +438,61 @@ def open_dir_at(dirfd: int, name: bytes) -> int:
 
 
 def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
-    """Open a regular file by a single name, never through a symlink, never blocking."""
-    fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
+    """Open a regular file by a single name for reading, never through a symlink, never
+    opening anything else (see ``reopen_regular``). Raises ``NotRegularFile`` or OSError."""
+    pfd = os.open(name, _O_PATH | os.O_NOFOLLOW, dir_fd=dirfd)
+    return reopen_regular(pfd, [name], lambda: os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd))
+
+
+def _open_proc_fd() -> tuple[int, int]:
     try:
-        st = os.fstat(fd)
+        return os.getpid(), os.open("/proc/self/fd", _O_DIR)
+    except OSError:
+        return os.getpid(), -1
+
+
+# (pid, fd of /proc/self/fd): opened once at import (so fd counts stay flat), again after a fork
+_proc_fd: tuple[int, int] = _open_proc_fd()
+
+
+def _proc_fd_dir() -> int:
+    global _proc_fd
+    if _proc_fd[0] != os.getpid():
+        _proc_fd = _open_proc_fd()
+    return _proc_fd[1]
+
+
+def reopen_regular(
+    pfd: int, comps: list[bytes], by_name: Callable[[], int]
+) -> tuple[int, os.stat_result]:
+    """The one way rootgrep opens a file to read it, given the ``O_PATH`` fd its caller
+    reached it with (confined; ``O_PATH`` opens nothing: a FIFO's read side stays closed, a
+    device's open handler never runs). Checks with ``fstat`` that it is a regular file, then
+    reopens that very inode through its ``/proc/self/fd`` magic link (the same file object, so
+    no second check is needed). A name a listing called "file" and then swapped for a FIFO or
+    a device is therefore never opened. Closes ``pfd``. Without /proc, ``by_name()`` opens
+    the name again and it must still be the same inode."""
+    try:
+        st = os.fstat(pfd)
+        if not stat_mod.S_ISREG(st.st_mode):
+            _require_regular(st, comps)
+        if _hidden_inos and is_hidden(st):  # (the audit log: as if it were not there)
+            raise _gone(comps[-1] if comps else b"")
+        proc = _proc_fd_dir()
+        if proc >= 0:
+            return os.open(str(pfd), _O_READ, dir_fd=proc), st
+    finally:
+        os.close(pfd)
+    fd = by_name()
+    try:
+        st2 = os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not stat_mod.S_ISREG(st.st_mode):
+    if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) or not stat_mod.S_ISREG(st2.st_mode):
         os.close(fd)
-        raise NotRegularFile(f"'{display(name)}' is not a regular file")
-    if _hidden_inos and is_hidden(st):
-        os.close(fd)
-        raise _gone(name)
-    return fd, st
+        raise NotFound(f"'{display(comps)}' changed while being opened; try again")
+    return fd, st2
 
 
 def stat_at(dirfd: int, name: bytes) -> os.stat_result:
@@ -495,13 +537,12 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
     is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those).
     A large file's first 8 KiB are read alone, so a binary file is never read in full."""
     try:
-        fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
-    except OSError:
+        fd, st = open_file_at(dirfd, name)
+    except (OSError, RootgrepError):
         return None
     try:
-        st = os.fstat(fd)
         size = st.st_size
-        if not stat_mod.S_ISREG(st.st_mode) or size > max_file_size or is_hidden(st):
+        if size > max_file_size:
             return None
         if size <= BINARY_SNIFF_BYTES:
             data, _ = read_fd(fd, size, max_file_size)
@@ -889,26 +930,13 @@ class Beneath:
         comps = _file_comps(rel)
         try:
             pfd = self.open(comps, _O_PATH, no_symlinks=no_symlinks)
+            return reopen_regular(
+                pfd, comps, lambda: self.open(comps, _O_READ, no_symlinks=no_symlinks)
+            )
         except RootgrepError:
             raise
         except OSError as e:
             raise _error(e, comps) from None
-        try:
-            st = os.fstat(pfd)
-            _require_regular(st, comps)
-            try:
-                fd = os.open(f"/proc/self/fd/{pfd}", _O_READ)
-            except FileNotFoundError:  # no /proc: open again beneath the root, checked below
-                fd = self.open(comps, _O_READ, no_symlinks=no_symlinks)
-        except OSError as e:
-            raise _error(e, comps) from None
-        finally:
-            os.close(pfd)
-        st2 = os.fstat(fd)
-        if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
-            os.close(fd)
-            raise NotFound(f"'{display(comps)}' changed while being opened; try again")
-        return fd, st2
 
     def stat(self, rel: str | bytes | list[bytes], *, follow: bool = True) -> os.stat_result:
         comps = rel if isinstance(rel, list) else split_relpath(rel)
@@ -1066,6 +1094,7 @@ class Beneath:
 
     def rename(self, src: list[bytes], dst: list[bytes], *, overwrite: bool = False) -> None:
         """Move ``src`` to ``dst`` beneath the root (the link itself when ``src`` is one)."""
+        self._refuse_into_itself(src, dst)
         sfd, sname = self.open_parent(src)
         try:
             dfd, dname = self.open_parent(dst)
@@ -1082,7 +1111,7 @@ class Beneath:
                         f"'{display(dst)}' already exists; pass overwrite=true to replace it"
                     ) from None
                 if e.errno == errno.EINVAL:
-                    raise InvalidPath("a directory cannot be moved into itself") from None
+                    raise InvalidPath(_INTO_ITSELF) from None
                 raise _error(e, src) from None
             finally:
                 os.close(dfd)
@@ -1107,6 +1136,20 @@ class Beneath:
                 f"'{display(src)}' holds rootgrep's own index cache, which must stay where it "
                 "is; move the directories inside it instead"
             )
+
+    def _refuse_into_itself(self, src: list[bytes], dst: list[bytes]) -> None:
+        """``invalid_path`` when ``src`` is a directory (not a link to one) and ``dst`` lies in
+        it, judged where both really are. The kernel refuses such a move too (EINVAL, also
+        mapped), but renameat2's EINVAL is ambiguous; this says what happened up front."""
+        try:
+            if not stat_mod.S_ISDIR(self.stat(src, follow=False).st_mode):
+                return
+            real_src = self.real_components(src)
+            real_dst = (self.real_components(dst[:-1]) if dst[:-1] else []) + dst[-1:]
+        except (RootgrepError, OSError):
+            return  # the rename itself reports what is wrong with the paths
+        if real_dst[: len(real_src)] == real_src:
+            raise InvalidPath(_INTO_ITSELF)
 
     def copy(self, src: list[bytes], dst: list[bytes], *, overwrite: bool = False) -> CopyReport:
         """Copy a file or a directory tree to ``dst`` beneath the root. Each file lands
@@ -1250,7 +1293,14 @@ def _copy_tree(
                         stack.append((where, open_dir_at(sfd, e.name), open_dir_at(dfd, e.name)))
                         continue
                     if e.kind == "file":
-                        fd, st = open_file_at(sfd, e.name)
+                        try:
+                            fd, st = open_file_at(sfd, e.name)
+                        except NotRegularFile:  # swapped for a FIFO or device since listed
+                            report.skipped.append((b"/".join(where), "not a regular file"))
+                            continue
+                        except FileNotFoundError:  # gone since listed
+                            report.skipped.append((b"/".join(where), "vanished"))
+                            continue
                     elif e.kind == "symlink":
                         # copy what a link inside the root points to; never recreate the link
                         # (its text could escape from the new place) and never follow it out
@@ -1460,6 +1510,11 @@ def _rename_noreplace(dirfd: int, src: bytes, dst: bytes, *, dst_dirfd: int = -1
             return
         err = ctypes.get_errno()
         if err not in (errno.EINVAL, errno.ENOSYS):
+            raise OSError(err, os.strerror(err))
+        st = _lstat_at(dirfd, src)
+        if err == errno.EINVAL and st is not None and stat_mod.S_ISDIR(st.st_mode):
+            # the link() fallback cannot move a directory (it would say EPERM); EINVAL for a
+            # directory is the kernel refusing to move it below itself
             raise OSError(err, os.strerror(err))
     # Filesystems without RENAME_NOREPLACE: link() refuses an existing target too (files only).
     os.link(src, dst, src_dir_fd=dirfd, dst_dir_fd=target, follow_symlinks=False)

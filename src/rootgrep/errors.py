@@ -95,4 +95,11 @@ class IndexUnavailable(RootgrepError):
     code = "index_unavailable"
 
 
+class InvalidArgument(RootgrepError):
+    """An argument that is not a path or a pattern is malformed (a forged or damaged cursor,
+    a value out of range); the message names it and says what is accepted."""
+
+    code = "invalid_argument"
+
+
 ERROR_CODES: tuple[str, ...] = tuple(cls.code for cls in RootgrepError.__subclasses__())

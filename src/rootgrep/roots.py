@@ -308,8 +308,11 @@ def resolve_target(
                 "the path is outside every root; use a path inside one of: "
                 + ", ".join(r.uri for r in roots)
             )
-        tail = b"/" if raw.endswith((b"/", b"/.")) else b""
-        comps = split_relpath(b"/".join(best[2]) + tail)
+        inner = b"/".join(best[2])
+        # a trailing '/' means "must be a directory"; the root itself (``file:///x/root/``)
+        # is one, and an empty relative path would otherwise read as absolute
+        tail = b"/" if inner and raw.endswith((b"/", b"/.")) else b""
+        comps = split_relpath(inner + tail)
         return best[1], comps
     if chosen is None:
         if len(roots) > 1:

@@ -15,10 +15,13 @@ every filesystem tool fails with ``no_roots``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import ipaddress
 import logging
+import re
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Annotated, Any, TypeVar
 
@@ -28,6 +31,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
@@ -114,7 +118,8 @@ CallRoots = Annotated[Any, Resolve(roots_for_call)]
 
 
 async def fetch_raw_roots(conn: Any) -> RawRoots:
-    """``roots/list`` on a connection, answer kept raw; bounded wait, retried on time-out."""
+    """``roots/list`` on a connection's standalone channel, answer kept raw; bounded wait,
+    retried on time-out."""
     last: Exception | None = None
     for _ in range(ROOTS_ATTEMPTS):
         try:
@@ -126,11 +131,34 @@ async def fetch_raw_roots(conn: Any) -> RawRoots:
             if e.error.code == -32001:  # timed out: the request may have been lost; ask again
                 continue
             raise
-        roots = result.get("roots") if isinstance(result, dict) else None
-        if not isinstance(roots, list):
-            raise ValueError("the roots/list answer has no roots list")
-        return roots
+        return _raw_roots_of(result)
     raise TimeoutError(f"roots/list got no answer after {ROOTS_ATTEMPTS} attempts") from last
+
+
+async def fetch_raw_roots_on_request(session: Any) -> RawRoots:
+    """``roots/list`` on the stream of the request being handled (over streamable HTTP: the
+    POST's own response stream, which is open, so the request cannot be lost). One bounded
+    attempt. The SDK's ``ListRoots`` resolver does the same in the handshake era; rootgrep
+    sends it raw to keep the answer unnormalised."""
+    outbound = session._request_outbound  # private in mcp 2.3; no public raw equivalent
+    return _raw_roots_of(
+        await outbound.send_raw_request("roots/list", None, {"timeout": ROOTS_TIMEOUT})
+    )
+
+
+def _raw_roots_of(result: Any) -> RawRoots:
+    roots = result.get("roots") if isinstance(result, dict) else None
+    if not isinstance(roots, list):
+        raise ValueError("the roots/list answer has no roots list")
+    return roots
+
+
+def _standalone_may_lose(ctx: Context) -> bool:
+    """Whether server-initiated requests on this connection's standalone channel can be lost:
+    streamable HTTP (the GET stream a client may not have opened yet) with a request stream
+    that can carry a request instead."""
+    rc = ctx.request_context
+    return getattr(rc, "request", None) is not None and bool(ctx.session.can_send_request)
 
 
 def _notifier(session: Any) -> Callable[[str], Awaitable[None]]:
@@ -165,28 +193,80 @@ def _client_roots(service: Service, session: Any) -> tuple[ClientRoots | None, b
 
 
 class Lease:
-    """The roots one call holds; released exactly once, by whoever finishes the call last
-    (the worker thread when the waiting task was cancelled), so no fd closes under a thread."""
+    """The roots one call holds, released exactly once, by whoever finishes the call last.
+
+    The worker thread marks the lease *started* as it begins (atomically, under the lock);
+    from then on only it releases the roots, when its work returns, so no root fd is closed
+    under a running thread. A waiting task that is cancelled (or fails) before its worker
+    started *claims* the lease instead and releases it itself; a worker that starts after
+    that finds the lease claimed and does nothing."""
 
     def __init__(self, held: list[Root], token: Token, client: ClientRoots | None) -> None:
         self.held = held
         self.token = token
         self.client = client
         self._lock = threading.Lock()
-        self._claimed = False
+        self._state = "queued"  # -> "started" (by the worker) or "claimed" (by the caller)
+        self._released = False
 
-    def claim(self) -> bool:
+    def start(self) -> bool:
+        """The worker, as it begins: False when the caller already gave the call up."""
         with self._lock:
-            if self._claimed:
+            if self._state != "queued":
                 return False
-            self._claimed = True
+            self._state = "started"
             return True
 
+    def claim(self) -> bool:
+        """The caller, giving up: True when no worker started (the caller then releases)."""
+        with self._lock:
+            if self._state != "queued":
+                return False
+            self._state = "claimed"
+            return True
+
+    def check(self) -> None:
+        """``root_removed`` unless every root is still held and none was retired since the
+        lease was taken (the work may have waited long in a queue)."""
+        self.token.check()
+        for r in self.held:
+            if r.fs.retired or r.fs.fd < 0:
+                raise RootRemoved(f"root {r.name!r} was removed while this call waited; retry")
+
     def release(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
         if self.client is not None:
             self.client.untrack(self.token)
         for r in self.held:
             r.release()
+
+
+# Worker threads: at most WORKERS blocking jobs run at once over all sessions, and one session
+# holds at most SESSION_WORKERS of them, so a session flooding the server with slow calls
+# leaves WORKERS - SESSION_WORKERS threads to the others (its further calls wait in its own
+# queue, not in the shared one). Both queues are FIFO. A handshake-era session is its
+# connection; 2026-07-28 has no sessions (each call is its own connection), so its calls
+# share by client address over HTTP (one share per remote host) and one share otherwise.
+WORKERS = 4
+SESSION_WORKERS = 2
+SESSION_LIMITER_KEY = "rootgrep.session_workers"
+MAX_IDLE_SHARES = 256  # idle per-address shares kept before they are dropped
+
+
+def _connection_state(session: Any) -> dict[str, Any] | None:
+    state = getattr(getattr(session, "_connection", None), "state", None)
+    return state if isinstance(state, dict) else None
+
+
+def _peer_key(ctx: Context) -> str:
+    """The share a 2026-07-28 call belongs to: its HTTP client's host, or the one local
+    client of a stdio or in-memory server."""
+    client = getattr(getattr(ctx.request_context, "request", None), "client", None)
+    host = getattr(client, "host", None)
+    return f"http:{host}" if isinstance(host, str) else "local"
 
 
 # ---- the server ----------------------------------------------------------------------------
@@ -199,7 +279,8 @@ class RootgrepServer(MCPServer):
     def __init__(self, service: Service) -> None:
         super().__init__("rootgrep", version=__version__, instructions=INSTRUCTIONS)
         self.service = service
-        self.limiter = anyio.CapacityLimiter(4)
+        self.limiter = anyio.CapacityLimiter(WORKERS)
+        self._shares: dict[str, anyio.CapacityLimiter] = {}  # 2026-07-28 calls, by address
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
@@ -240,7 +321,10 @@ class RootgrepServer(MCPServer):
                 roots = scope(None, self.service)
             else:
                 client, new = _client_roots(self.service, ctx.session)
-                if new and client is not None:
+                primed = False
+                if client is not None and _standalone_may_lose(ctx):
+                    primed = await client.prime(partial(fetch_raw_roots_on_request, ctx.session))
+                if new and client is not None and not primed:
                     await client.refresh()
                 roots = scope(await client.current() if client else None, self.service)
                 notes = list(client.notes) if client else []
@@ -264,7 +348,7 @@ class RootgrepServer(MCPServer):
                         lease.release()
                     raise
             work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
-            result = await self._run(work, lease, write)
+            result = await self._run(work, lease, write, self._share(ctx))
             return CallToolResult(
                 content=[TextContent(type="text", text=_noted(render(result), notes))],
                 structured_content=result.model_dump(mode="json"),
@@ -286,6 +370,25 @@ class RootgrepServer(MCPServer):
             for r in per_call:
                 r.retire()
 
+    def _share(self, ctx: Context) -> anyio.CapacityLimiter:
+        """The session's share of the workers (see WORKERS)."""
+        state = None if _modern(ctx) else _connection_state(ctx.session)
+        with _client_lock:
+            if state is not None:
+                limiter = state.get(SESSION_LIMITER_KEY)
+                if limiter is None:
+                    limiter = state[SESSION_LIMITER_KEY] = anyio.CapacityLimiter(SESSION_WORKERS)
+                return limiter
+            key = _peer_key(ctx)
+            limiter = self._shares.get(key)
+            if limiter is None:
+                if len(self._shares) >= MAX_IDLE_SHARES:
+                    for k, lim in list(self._shares.items()):
+                        if lim.borrowed_tokens == 0 and lim.statistics().tasks_waiting == 0:
+                            del self._shares[k]
+                limiter = self._shares[key] = anyio.CapacityLimiter(SESSION_WORKERS)
+            return limiter
+
     async def _lease(self, roots: list[Root], client: ClientRoots | None) -> Lease:
         held: list[Root] = []
         for r in roots:
@@ -299,31 +402,44 @@ class RootgrepServer(MCPServer):
             client.track(token)
         return Lease(held, token, client)
 
-    async def _run(self, work: Callable[[], M], lease: Lease, write: bool) -> M:
-        if write:  # a write finishes (atomically) even if the caller gives up
-            try:
-                return await anyio.to_thread.run_sync(work, limiter=self.limiter)
-            finally:
-                if lease.claim():
-                    lease.release()
+    async def _run(
+        self,
+        work: Callable[[], M],
+        lease: Lease,
+        write: bool,
+        share: anyio.CapacityLimiter | None = None,
+    ) -> M:
+        """Run ``work`` in a worker thread, within the session's share of the workers.
+
+        The worker re-checks the lease when it starts (a call may wait long behind busy
+        workers: its roots may have been removed meanwhile, and a write must then not
+        happen) and releases it when the work returns. A read is abandoned when its caller
+        is cancelled (its token is set, so it stops at its next check); a write that has
+        started finishes (atomically) even if the caller gives up."""
 
         def guarded() -> M:
+            if not lease.start():  # the caller gave up before this worker began
+                raise RootRemoved("the call was cancelled before it started")
             try:
-                lease.token.check()
+                lease.check()
                 return work()
             finally:
-                if lease.claim():
-                    lease.release()
+                lease.release()
 
         try:
-            return await anyio.to_thread.run_sync(
-                guarded, limiter=self.limiter, abandon_on_cancel=True
-            )
-        except anyio.get_cancelled_exc_class():
-            lease.token.cancel()  # the thread stops at its next check
-            if lease.claim():  # it never started: release here
+            async with share if share is not None else _NO_LIMIT:
+                return await anyio.to_thread.run_sync(
+                    guarded, limiter=self.limiter, abandon_on_cancel=not write
+                )
+        except BaseException as e:
+            if not write and isinstance(e, anyio.get_cancelled_exc_class()):
+                lease.token.cancel()  # an abandoned worker stops at its next check
+            if lease.claim():  # its worker never started: release here
                 lease.release()
             raise
+
+
+_NO_LIMIT = contextlib.nullcontext()
 
 
 def _still_inside(roots: list[Root]) -> list[Root]:
@@ -771,8 +887,69 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def http_app(mcp: RootgrepServer, *, host: str, token: str | None) -> Any:
-    app = mcp.streamable_http_app(host=host)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_HOST_HEADER = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def http_exposure_problem(host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
+    """Why an HTTP server on ``host`` must not start, or None. Beyond loopback anyone who
+    can reach the port could call the tools, and a browser page could through DNS
+    rebinding: such a bind needs a bearer token and the Host names clients will use."""
+    for h in allowed_hosts:
+        if not _HOST_HEADER.fullmatch(h):
+            return f"--allowed-host {h!r} is not a host name or address (with an optional :port)"
+    if is_loopback(host):
+        return None
+    missing = [
+        flag
+        for flag, ok in (("--auth-token-env VAR", token), ("--allowed-host HOST", allowed_hosts))
+        if not ok
+    ]
+    if not missing:
+        return None
+    return (
+        f"--host {host} is reachable beyond this machine: it needs {' and '.join(missing)} "
+        "(a bearer token, and each Host name clients will use); refusing to start"
+    )
+
+
+def transport_security(allowed_hosts: list[str]) -> TransportSecuritySettings:
+    """Host/Origin validation for every bind (the SDK turns it on only for a bind address
+    spelled 127.0.0.1, localhost or ::1): the loopback names on any port, plus each allowed
+    host (on any port unless it names one), and the same as http(s) origins."""
+    hosts: list[str] = []
+    origins: list[str] = []
+    for h in [*LOOPBACK_HOSTS, *allowed_hosts]:
+        m = _HOST_HEADER.fullmatch(h)
+        forms = [h] if m is not None and m.group(2) else [h, f"{h}:*"]
+        hosts += forms
+        origins += [f"{scheme}://{f}" for scheme in ("http", "https") for f in forms]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(dict.fromkeys(hosts)),
+        allowed_origins=list(dict.fromkeys(origins)),
+    )
+
+
+def http_app(
+    mcp: RootgrepServer, *, host: str, token: str | None, allowed_hosts: Sequence[str] = ()
+) -> Any:
+    problem = http_exposure_problem(host, token, list(allowed_hosts))
+    if problem is not None:
+        raise ValueError(problem)
+    app = mcp.streamable_http_app(
+        host=host, transport_security=transport_security(list(allowed_hosts))
+    )
     return BearerAuth(app, token) if token else app
 
 
@@ -780,7 +957,15 @@ def serve_stdio(mcp: RootgrepServer) -> None:
     mcp.run("stdio")
 
 
-def serve_http(mcp: RootgrepServer, *, host: str, port: int, token: str | None) -> None:
+def serve_http(
+    mcp: RootgrepServer,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    allowed_hosts: Sequence[str] = (),
+) -> None:
     import uvicorn
 
-    uvicorn.run(http_app(mcp, host=host, token=token), host=host, port=port, log_level="warning")
+    app = http_app(mcp, host=host, token=token, allowed_hosts=allowed_hosts)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -13,8 +13,10 @@ import datetime as _dt
 import difflib
 import functools
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import stat as stat_mod
 import threading
 import time
@@ -30,6 +32,7 @@ from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display, strip_prefi
 from .errors import (
     EditMismatch,
     IndexUnavailable,
+    InvalidArgument,
     InvalidPath,
     InvalidPattern,
     NoRoots,
@@ -149,22 +152,48 @@ def _fingerprint(**args: Any) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
+# A cursor is ``base64(json position) "." base64(HMAC-SHA256(key, that payload))[:16 bytes]``
+# under a key drawn once per process: the server only ever resumes from positions it wrote
+# itself. A forged, garbled or foreign cursor (another process, another tool, other arguments)
+# answers ``invalid_argument`` ("start the listing again without a cursor"), never a crash.
+_CURSOR_KEY = secrets.token_bytes(32)
+_CURSOR_MAC_BYTES = 16
+MAX_CURSOR_CHARS = 16384  # longer than any cursor this process writes: refused unread
+_RESTART = "start the listing again without a cursor"
+
+
+def _cursor_mac(payload: bytes) -> bytes:
+    """The MAC of a cursor's payload text, as the base64 text the cursor carries (compared as
+    text: a base64 spelling that merely decodes to the same bytes is not accepted either)."""
+    digest = hmac.new(_CURSOR_KEY, payload, hashlib.sha256).digest()[:_CURSOR_MAC_BYTES]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=")
+
+
 def encode_cursor(kind: str, fp: str, **pos: Any) -> str:
     raw = json.dumps({"k": kind, "f": fp, **pos}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    payload = base64.urlsafe_b64encode(raw).rstrip(b"=")
+    return (payload + b"." + _cursor_mac(payload)).decode()
 
 
-def decode_cursor(cursor: str, kind: str, fp: str) -> dict[str, Any]:
+def decode_cursor(cursor: Any, kind: str, fp: str) -> dict[str, Any]:
+    """The position a cursor of ``kind`` written by this process for these arguments holds."""
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR_CHARS:
+        raise InvalidArgument(f"`cursor` is not a cursor rootgrep gave out; {_RESTART}")
     try:
-        pad = "=" * (-len(cursor) % 4)
-        data = json.loads(base64.urlsafe_b64decode(cursor + pad))
-        ok = isinstance(data, dict) and data.get("k") == kind and data.get("f") == fp
-    except (ValueError, TypeError):
-        ok = False
-    if not ok:
-        raise InvalidPattern(
-            "the cursor does not belong to this call; repeat the same arguments with the "
-            "cursor from the previous page, or start again without one"
+        payload, _, mac = cursor.encode("ascii").partition(b".")
+        authentic = hmac.compare_digest(mac, _cursor_mac(payload))
+    except UnicodeEncodeError:  # not ASCII: not one of ours
+        authentic = False
+    if not authentic:
+        raise InvalidArgument(
+            "`cursor` is damaged or was not given out by this server process (cursors do not "
+            f"survive a restart); {_RESTART}"
+        )
+    data = json.loads(base64.urlsafe_b64decode(payload + b"=" * (-len(payload) % 4)))
+    if not isinstance(data, dict) or data.get("k") != kind or data.get("f") != fp:
+        raise InvalidArgument(
+            "`cursor` belongs to another call; repeat the same tool with the same arguments "
+            f"and the cursor from its previous page, or {_RESTART}"
         )
     return dict(data)
 
@@ -176,8 +205,8 @@ def _b64(b: bytes) -> str:
 def _unb64(s: str) -> bytes:
     try:
         return base64.urlsafe_b64decode(s)
-    except ValueError:
-        raise InvalidPattern("the cursor is damaged; start again without one") from None
+    except (ValueError, TypeError):
+        raise InvalidArgument(f"`cursor` is damaged; {_RESTART}") from None
 
 
 def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:

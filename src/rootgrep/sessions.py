@@ -124,33 +124,40 @@ class ClientRoots:
         self.roots: list[Root] = []
         self.fetched_at: float | None = None
         self.failed = False
-        self.fetches = 0
+        self.fetches = 0  # roots/list answers received
+        self.requested = 0  # refreshes asked for (notifications, TTL expiries)
+        self.primed = 0  # answers fetched on a call's own stream (see ``prime``)
+        self._prime_lock = anyio.Lock()
         self.notes: list[str] = []  # said by every tool's answer (roots over the cap)
         self._ready = anyio.Event()
+        self._queued: anyio.Event | None = None  # the refresh waiting behind the running one
         self._lock = anyio.Lock()
         self._inflight: set[Token] = set()
 
     async def refresh(self) -> None:
-        """Fetch the client's roots again. New calls wait from this moment until it ends."""
+        """Fetch the client's roots again. New calls wait from this moment until a fetch that
+        starts after it ends. Refreshes coalesce: one fetch runs, at most one waits queued
+        behind it, and a refresh asked for while one is queued joins that one (it has not
+        started yet, so it will see this change too): a burst of N ``list_changed``
+        notifications costs at most two ``roots/list`` round trips, not N."""
+        self.requested += 1
+        queued = self._queued
+        if queued is not None:
+            await queued.wait()
+            return
         ready = anyio.Event()  # calls from now on wait for this refresh, not an older one
         self._ready = ready
-        async with self._lock:
-            try:
-                raw = await self.fetch()
-                self.fetches += 1
-                notes: list[str] = []
-                new, problems = await anyio.to_thread.run_sync(
-                    accept_raw_roots, raw, self.service, self.service.audit, self.roots, notes
-                )
-                failed = False
-            except Exception as e:  # the client did not answer: no roots (fail closed)
-                log.warning("roots/list failed: %r; the session has no roots until it succeeds", e)
-                new, problems, failed = [], [f"roots/list failed ({type(e).__name__})"], True
-                notes = []
-            self._swap(new)
-            self.notes = notes
-            self.fetched_at = time.monotonic()
-            self.failed = failed
+        self._queued = ready
+        problems: list[str] | None = None
+        try:
+            async with self._lock:
+                self._queued = None  # running from here: a later change needs a later fetch
+                problems = await self._fetch_and_swap()
+        finally:
+            if problems is None:  # cancelled (the session is closing): fail closed
+                if self._queued is ready:
+                    self._queued = None
+                self.failed = True
             ready.set()
         for p in problems:
             log.warning("%s", p)
@@ -160,7 +167,87 @@ class ClientRoots:
                 except Exception:  # a log message is best effort
                     log.debug("could not send a log notification", exc_info=True)
 
+    async def _fetch_and_swap(self) -> list[str]:
+        answers = self.fetches
+        try:
+            raw = await self.fetch()
+            self.fetches += 1
+            notes: list[str] = []
+            new, problems = await anyio.to_thread.run_sync(
+                accept_raw_roots, raw, self.service, self.service.audit, self.roots, notes
+            )
+            failed = False
+        except Exception as e:  # the client did not answer: no roots (fail closed)
+            if self.fetches != answers and not self.failed:
+                # an answer to a newer request (see ``prime``) arrived meanwhile: this
+                # older request's failure says nothing about the roots now
+                log.info("roots/list failed (%r) after a newer answer; keeping it", e)
+                return []
+            log.warning("roots/list failed: %r; the session has no roots until it succeeds", e)
+            new, problems, failed = [], [f"roots/list failed ({type(e).__name__})"], True
+            notes = []
+        self._swap(new)
+        self.notes = notes
+        self.fetched_at = time.monotonic()
+        self.failed = failed
+        return problems
+
+    def needs_prime(self) -> bool:
+        """Whether the session has no usable roots answer yet (none arrived, or the last
+        refresh failed)."""
+        return self.fetches == 0 or self.failed
+
+    async def prime(self, fetch: FetchRoots) -> bool:
+        """For a call of a session without a usable answer yet: ask with ``fetch`` (on the
+        call's own stream; over HTTP the first ``roots/list`` of a session goes out on the
+        standalone stream, which the client may not have opened yet, so it can be lost and
+        only its retry answered, seconds later). The answer is taken unless a refresh
+        started or answered meanwhile (that one is as new, and calls wait for it). One
+        attempt, bounded by the fetch's own time-out. True when an answer was taken."""
+        if not self.needs_prime():
+            return False
+        async with self._prime_lock:
+            if not self.needs_prime():
+                return False
+            ready = self._ready
+            try:
+                raw = await fetch()
+            except Exception as e:  # the regular refresh still decides
+                log.info("roots/list on the call's stream failed: %r", e)
+                return False
+            notes: list[str] = []
+            new, problems = await anyio.to_thread.run_sync(
+                accept_raw_roots, raw, self.service, self.service.audit, self.roots, notes
+            )
+            if self._ready is not ready or not self.needs_prime():
+                kept = {id(r) for r in self.roots}
+                for r in new:
+                    if id(r) not in kept:
+                        r.close()
+                return False
+            self.fetches += 1
+            self.primed += 1
+            self._swap(new)
+            self.notes = notes
+            self.fetched_at = time.monotonic()
+            self.failed = False
+            ready.set()
+        for p in problems:
+            log.warning("%s", p)
+        return True
+
     def _swap(self, new: list[Root]) -> None:
+        # answers computed concurrently (a refresh and a prime) may pin the same directory
+        # twice: keep the pin already served, so calls holding it are not cancelled
+        current = {r.path: r for r in self.roots if not r.fs.retired}
+        merged: list[Root] = []
+        for r in new:
+            old = current.get(r.path)
+            if old is not None and old is not r and old.name == r.name and _same_dir(old, r):
+                r.close()
+                r = old
+            merged.append(r)
+        new = merged
         keep = {id(r) for r in new}
         gone = [r for r in self.roots if id(r) not in keep]
         self.roots = new

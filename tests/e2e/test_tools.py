@@ -112,7 +112,7 @@ async def test_grep_results_order_and_paging(make_server, proj: Path, mode: str)
         bad = await c.call_tool("grep", {"pattern": "(", "regex": True})
         assert code(bad) == "invalid_pattern"
         wrong = await c.call_tool("grep", {"pattern": "other", "cursor": cursor or "abc"})
-        assert code(wrong) == "invalid_pattern"
+        assert code(wrong) == "invalid_argument"
 
 
 @pytest.mark.parametrize("mode", MODES)
