@@ -75,7 +75,7 @@ def grep_all(ix: Indexed, pattern: Pattern) -> int:
     assert entry is not None
     matcher = Matcher(GrepQuery(pattern.text, regex=pattern.regex))
     q = plan(pattern.text, regex=pattern.regex)
-    batches = _indexed_batches(ix.root, entry, q, b"")
+    batches = _indexed_batches(ix.root, (entry, b""), q, b"")
     return run_grep(matcher, batches, lambda fm: True, join=not narrows(q)).matches
 
 
