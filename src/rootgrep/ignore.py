@@ -6,15 +6,23 @@ ignore file re-included ``b/``), which disagrees with ripgrep; the walker never 
 ignored directory, so each entry must be judged by the rules that name the entry itself.
 pathspec stays in use for the tools' include/exclude globs, where "everything below" is wanted.
 
-Globs compile to one RE2 set per file (linear time: no pattern/name pair can blow up); a line
-that does not compile is skipped, as git skips a bad line.
+Globs compile to RE2 sets (linear time: no pattern/name pair can blow up), in parts of at most
+``PART_RULES`` rules: one RE2 set has a memory budget, and a large ignore file (ripgrep takes
+100k rules) would not fit in one. A part that still does not fit is halved until it does; a rule
+that cannot compile even alone is skipped with a warning, as ripgrep skips a bad glob: one ignore
+file never breaks a root.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from dataclasses import dataclass
 
 import re2
+
+log = logging.getLogger("rootgrep.ignore")
+PART_RULES = 2000  # rules per RE2 set (one set of 5,200 ordinary rules exceeds RE2's 8 MiB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,47 +142,83 @@ _OPTIONS.log_errors = False
 class IgnoreFile:
     """The rules of one ignore file; the last rule that matches an entry decides."""
 
-    __slots__ = ("_dirs", "_files", "rules")
+    __slots__ = ("_parts", "rules")
 
     def __init__(self, rules: list[IgnoreRule]) -> None:
-        good = [r for r in rules if _compiles(r.regex)]
-        self.rules = good
-        self._files = _rule_set([(i, r) for i, r in enumerate(good) if not r.dir_only])
-        self._dirs = _rule_set(list(enumerate(good)))
+        parts = _compile_parts(rules)
+        # renumber the rules that compiled: ``rules[i]`` is the i-th kept rule, parts ascending
+        self.rules: list[IgnoreRule] = []
+        self._parts: list[tuple[re2.Set, list[int]]] = []
+        for rset, members in parts:
+            ids = []
+            for r in members:
+                ids.append(len(self.rules))
+                self.rules.append(r)
+            self._parts.append((rset, ids))
 
     @classmethod
     def parse(cls, data: bytes) -> IgnoreFile:
-        rules = [r for r in map(parse_rule, data.split(b"\n")) if r is not None]
-        return cls(rules)
+        return _parse_cached(data)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
     def check(self, rel: bytes, is_dir: bool) -> bool | None:
         """True: ignored; False: re-included by a negation; None: no rule names it."""
-        compiled = self._dirs if is_dir else self._files
-        if compiled is None:
-            return None
-        rset, index = compiled
-        hits = rset.Match(rel)
-        if not hits:
-            return None
-        return not self.rules[index[max(hits)]].negate
-
-
-def _compiles(regex: bytes) -> bool:
-    try:
-        re2.compile(regex, _OPTIONS)
-    except re2.error:
-        return False
-    return True
-
-
-def _rule_set(rules: list[tuple[int, IgnoreRule]]) -> tuple[re2.Set, list[int]] | None:
-    if not rules:
+        rules = self.rules
+        for rset, ids in reversed(self._parts):  # later parts hold later rules: they win
+            hits = rset.Match(rel)
+            if not hits:
+                continue
+            best = -1
+            for h in hits:
+                i = ids[h]
+                if i > best and (is_dir or not rules[i].dir_only):
+                    best = i
+            if best >= 0:
+                return not rules[best].negate
         return None
-    rset = re2.Set.FullMatchSet(_OPTIONS)
-    for _, r in rules:
-        rset.Add(r.regex)
-    rset.Compile()
-    return rset, [i for i, _ in rules]
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_cached(data: bytes) -> IgnoreFile:
+    """Parsed ignore files by content: every walk loads the ignore files it meets, and a large
+    one costs seconds to compile (an IgnoreFile is immutable and RE2 matching thread-safe)."""
+    rules = [r for r in map(parse_rule, data.split(b"\n")) if r is not None]
+    return IgnoreFile(rules)
+
+
+def _compile_parts(rules: list[IgnoreRule]) -> list[tuple[re2.Set, list[IgnoreRule]]]:
+    """RE2 sets over ``rules`` in order, each with the rules it holds (those that compiled)."""
+    out: list[tuple[re2.Set, list[IgnoreRule]]] = []
+    pending = [rules[i : i + PART_RULES] for i in range(0, len(rules), PART_RULES)]
+    pending.reverse()  # a stack: the next part to compile on top
+    while pending:
+        part = pending.pop()
+        rset = re2.Set.FullMatchSet(_OPTIONS)
+        kept: list[IgnoreRule] = []
+        for r in part:
+            try:
+                rset.Add(r.regex)
+            except re2.error:
+                log.warning("ignore rule %r does not compile; skipped", _shown(r))
+                continue
+            kept.append(r)
+        if not kept:
+            continue
+        try:
+            rset.Compile()
+        except re2.error:
+            if len(kept) == 1:
+                log.warning("ignore rule %r is too large to compile; skipped", _shown(kept[0]))
+                continue
+            half = len(kept) // 2  # over RE2's memory budget: halve it, keep the order
+            pending.append(kept[half:])
+            pending.append(kept[:half])
+            continue
+        out.append((rset, kept))
+    return out
+
+
+def _shown(r: IgnoreRule) -> str:
+    return (b"!" if r.negate else b"").decode() + r.pattern[:200].decode("utf-8", "replace")
