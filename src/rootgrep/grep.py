@@ -26,6 +26,7 @@ from .walker import DirBatch
 
 DEFAULT_MAX_FILE_SIZE = 20 << 20
 MAX_CONTEXT = 10
+MAX_PATTERN_BYTES = 256 << 10  # a longer pattern is refused (invalid_pattern)
 CHUNK_BYTES = 1 << 20
 _WHOLE_TEXT = _re.compile(r"\\[Az]|\(\?[a-zA-Z-]*-?[imsU]")
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -196,6 +197,11 @@ class Matcher:
     ``prefilter`` is a literal every matching line contains (None when there is none)."""
 
     def __init__(self, q: GrepQuery) -> None:
+        if len(q.pattern.encode("utf-8", "surrogateescape")) > MAX_PATTERN_BYTES:
+            raise InvalidPattern(
+                f"the pattern is longer than {MAX_PATTERN_BYTES >> 10} KiB; search for a "
+                "shorter, distinctive part of it"
+            )
         if "\n" in q.pattern:
             raise InvalidPattern(
                 "the pattern holds a line break, and grep matches within one line: search "

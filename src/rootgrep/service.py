@@ -313,6 +313,7 @@ class Service:
         sink = _GrepPage(limit)
         searched = 0
         used_index = False
+        q: Q | None = None
         for ti, (r, comps) in enumerate(targets):
             if resume is not None and ti < resume["t"]:
                 continue
@@ -321,11 +322,12 @@ class Service:
             opts = WalkOptions(hidden=hidden, no_ignore=no_ignore)
             ix = None if hidden or no_ignore else self._ready_index(r)
             start = b"/".join(c for c in comps if c != b".")
-            q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
             # with no required trigram the index still knows which files are text (binary
             # files are never opened) and spares the walk
             narrowed = False
             if ix is not None and Walker(r.fs).would_list(start, "dir"):
+                if q is None:  # planned only when an index is used, once for every root
+                    q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
                 used_index = True
                 narrowed = narrows(q)
                 source = _indexed_batches(r, ix, q, start)
