@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pathspec import GitIgnoreSpec
-
 from . import confine
 from .audit import Audit
 from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
@@ -39,6 +37,7 @@ from .errors import (
     RootRemoved,
     TooLarge,
 )
+from .globs import Globs, glob_text, has_glob_chars
 from .grep import (
     DEFAULT_MAX_FILE_SIZE,
     MAX_CONTEXT,
@@ -866,20 +865,13 @@ class _GrepPage:
         return True
 
 
-_GLOB_CHARS = frozenset("*?[")
-
-
 def _name_matcher(pattern: str) -> Callable[[bytes], bool]:
     """find_files: a gitignore-style glob when the pattern has glob characters, else a
-    case-insensitive substring of the root-relative path."""
-    if any(c in _GLOB_CHARS for c in pattern):
-        try:
-            spec = GitIgnoreSpec.from_lines([pattern])
-        except Exception as e:  # pathspec raises its own error types for bad globs
-            raise InvalidPattern(f"the glob {pattern!r} is not valid ({e})") from None
-        return lambda p: spec.match_file(os.fsdecode(p))
+    case-insensitive substring of the root-relative path as shown (or as globs see it)."""
+    if has_glob_chars(pattern):
+        return Globs([pattern]).match
     needle = pattern.casefold()
-    return lambda p: needle in os.fsdecode(p).casefold()
+    return lambda p: needle in display(p).casefold() or needle in glob_text(p).casefold()
 
 
 def _path_filter(
@@ -887,17 +879,13 @@ def _path_filter(
 ) -> Callable[[bytes], bool] | None:
     if not include and not exclude:
         return None
-    try:
-        inc = GitIgnoreSpec.from_lines(include) if include else None
-        exc = GitIgnoreSpec.from_lines(exclude) if exclude else None
-    except Exception as e:
-        raise InvalidPattern(f"an include/exclude glob is not valid ({e})") from None
+    inc = Globs(include, "include glob") if include else None
+    exc = Globs(exclude, "exclude glob") if exclude else None
 
     def keep(path: bytes) -> bool:
-        p = os.fsdecode(path)
-        if inc is not None and not inc.match_file(p):
+        if inc is not None and not inc.match(path):
             return False
-        return not (exc is not None and exc.match_file(p))
+        return not (exc is not None and exc.match(path))
 
     return keep
 
