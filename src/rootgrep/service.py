@@ -44,6 +44,7 @@ from .grep import (
     FileMatches,
     GrepQuery,
     Matcher,
+    Room,
     run_grep,
 )
 from .index.manager import Indexed, IndexManager
@@ -81,6 +82,7 @@ from .roots import Root, path_to_uri, resolve_target
 from .walker import DirBatch, Walker, WalkOptions, order_key, path_batches
 
 MAX_RESULTS_CAP = 1000
+GREP_PAGE_BYTES = 1 << 20  # text (matching lines and context) one grep answer holds, at most about
 LIST_PAGE = 500
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -822,10 +824,17 @@ class Service:
 
 
 class _GrepPage:
-    """A grep sink that fills one page of results, skipping what a cursor already covered."""
+    """A grep sink that fills one page of results, skipping what a cursor already covered.
 
-    def __init__(self, limit: int) -> None:
+    A page holds at most ``limit`` matches and about ``budget`` bytes of text (matching lines
+    and their context): the match that would pass the budget starts the next page (the first
+    match of a page is always taken, so paging always advances). ``room`` tells the search
+    what is left, so no more than that is ever gathered from a file."""
+
+    def __init__(self, limit: int, budget: int = GREP_PAGE_BYTES) -> None:
         self.limit = limit
+        self.budget = budget
+        self.held = 0
         self.out: list[GrepMatch] = []
         self.more = False
         self.last: tuple[int, bytes, int] | None = None
@@ -839,6 +848,13 @@ class _GrepPage:
         self._t, self._root, self._ref = t, root, ref(root)
         self._after, self._after_line = after, after_line
 
+    def room(self, path: bytes) -> Room:
+        return Room(
+            after_line=self._after_line if path == self._after else 0,
+            matches=self.limit - len(self.out) + 1,  # one more than fits: proof of more
+            bytes=max(0, self.budget - self.held),
+        )
+
     def __call__(self, fm: FileMatches) -> bool:
         assert self._root is not None and self._ref is not None
         shown = display(fm.path)
@@ -846,9 +862,11 @@ class _GrepPage:
         for lm in fm.matches:
             if fm.path == self._after and lm.line <= self._after_line:
                 continue
-            if len(self.out) >= self.limit:
+            size = len(lm.text) + sum(map(len, lm.before)) + sum(map(len, lm.after))
+            if len(self.out) >= self.limit or (self.out and self.held + size > self.budget):
                 self.more = True
                 return False
+            self.held += size
             self.out.append(
                 GrepMatch(
                     root=self._ref,
@@ -862,6 +880,9 @@ class _GrepPage:
                 )
             )
             self.last = (self._t, fm.path, lm.line)
+        if fm.cut:  # the search stopped gathering this file: the rest is for the next page
+            self.more = True
+            return False
         return True
 
 
