@@ -148,3 +148,19 @@ def test_a_rule_that_cannot_compile_is_skipped_with_a_warning(
     assert rules.check(b"other", False) is None
     assert len(rules.rules) == 2
     assert any("skipped" in r.getMessage() for r in caplog.records)
+
+
+def test_an_ignore_file_over_the_cap_never_yields_a_cut_rule(tmp_path: Path) -> None:
+    from rootgrep.walker import MAX_IGNORE_FILE_BYTES
+
+    filler = b"#" * 99 + b"\n"
+    body = filler * (MAX_IGNORE_FILE_BYTES // len(filler))
+    body += b"#" * (MAX_IGNORE_FILE_BYTES - len(body) - 1) + b"\n"  # exactly the cap so far
+    (tmp_path / ".gitignore").write_bytes(body[:-2] + b"\na_rule_cut_at_the_cap\n")
+    (tmp_path / "a").write_text("x\n")  # what the cut rule's first byte would ignore
+    (tmp_path / "b").write_text("x\n")
+    r = pin_root(str(tmp_path))
+    try:
+        assert list_files(r.fs) == [b"a", b"b"]
+    finally:
+        r.close()

@@ -329,7 +329,9 @@ class Walker:
             except (OSError, RootgrepError):
                 continue
             try:
-                data, _ = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
+                data, cut = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
+                if cut:  # read up to the cap: never take the cut last line for a rule
+                    data = data[: data.rfind(b"\n") + 1]
             except OSError:
                 continue
             finally:
