@@ -33,13 +33,27 @@ class IgnoreRule:
     regex: bytes
 
 
+# Unicode White_Space (what ripgrep's trim_end removes; Python's isspace has a few more)
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
+
+
 def parse_rule(line: bytes) -> IgnoreRule | None:
     """One line of an ignore file, or None for blanks and comments."""
     line = line.rstrip(b"\r")
     if not line or line.startswith(b"#"):
         return None
-    while line.endswith(b" ") and not line.endswith(b"\\ "):
-        line = line[:-1]
+    if not line.endswith(b"\\ "):  # trailing white space goes, unless escaped (as ripgrep)
+        line = (
+            line.decode("utf-8", "surrogateescape")
+            .rstrip(_WHITE_SPACE)
+            .encode("utf-8", "surrogateescape")
+        )
+        if not line:
+            return None
     negate = False
     if line.startswith(b"!"):
         negate, line = True, line[1:]
@@ -53,17 +67,46 @@ def parse_rule(line: bytes) -> IgnoreRule | None:
     anchored = b"/" in line
     if line.startswith(b"/"):
         line = line[1:]
-    body = _glob_to_regex(line)
+    try:
+        body = _glob_to_regex(line)
+    except ValueError as e:
+        log.warning("ignore rule %r is not a valid glob (%s); skipped", _text(line), e)
+        return None
     if not anchored:
         body = b"(?:.*/)?" + body
     return IgnoreRule(line, negate, dir_only, body)
 
 
 def _glob_to_regex(glob: bytes) -> bytes:
+    """A gitignore glob as a regex over bytes, with ripgrep's ``{a,b}`` alternatives (not
+    nested); ValueError for what ripgrep refuses (an unclosed class or group)."""
     out: list[bytes] = []
     i, n = 0, len(glob)
+    outer: list[bytes] | None = None  # set inside a group: the regex before it
+    alts: list[bytes] = []
     while i < n:
         c = glob[i : i + 1]
+        if c == b"{":
+            if outer is not None:
+                raise ValueError("nested alternate groups")
+            outer, out, alts = out, [], []
+            i += 1
+            continue
+        if c == b"}":
+            if outer is None:  # a '}' with no '{': ripgrep drops it
+                i += 1
+                continue
+            alts.append(b"".join(out))
+            kept = [a for a in alts if a]  # as ripgrep, empty alternatives are dropped
+            out, outer = outer, None
+            out.append(b"(?:" + b"|".join(kept) + b")")
+            i += 1
+            continue
+        if c == b"," and outer is not None:
+            alts.append(b"".join(out))
+            out = []
+            i += 1
+            continue
         if glob.startswith(b"**", i):
             at_start = i == 0 or glob[i - 1 : i] == b"/"
             at_end = i + 2 == n or glob[i + 2 : i + 3] == b"/"
@@ -84,8 +127,8 @@ def _glob_to_regex(glob: bytes) -> bytes:
             out.append(b"[^/]")
         elif c == b"[":
             end, cls = _class(glob, i)
-            if end < 0:
-                out.append(_lit(c))
+            if end < 0:  # an unclosed class: not a glob (ripgrep skips such a rule)
+                raise ValueError("unclosed character class")
             else:
                 out.append(cls)
                 i = end
@@ -97,6 +140,8 @@ def _glob_to_regex(glob: bytes) -> bytes:
         else:
             out.append(_lit(c))
         i += 1
+    if outer is not None:
+        raise ValueError("an unclosed '{'")
     return b"".join(out)
 
 
@@ -184,6 +229,13 @@ class IgnoreFile:
 def _parse_cached(data: bytes) -> IgnoreFile:
     """Parsed ignore files by content: every walk loads the ignore files it meets, and a large
     one costs seconds to compile (an IgnoreFile is immutable and RE2 matching thread-safe)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # as ripgrep reads an ignore file: line by line up to the first one that is not
+        # UTF-8 (its rules and all later ones are not used)
+        log.warning("an ignore file holds a line that is not UTF-8: rules from there on unused")
+        data = data[: data.rfind(b"\n", 0, e.start) + 1]
     rules = [r for r in map(parse_rule, data.split(b"\n")) if r is not None]
     return IgnoreFile(rules)
 
@@ -221,4 +273,8 @@ def _compile_parts(rules: list[IgnoreRule]) -> list[tuple[re2.Set, list[IgnoreRu
 
 
 def _shown(r: IgnoreRule) -> str:
-    return (b"!" if r.negate else b"").decode() + r.pattern[:200].decode("utf-8", "replace")
+    return ("!" if r.negate else "") + _text(r.pattern)
+
+
+def _text(pattern: bytes) -> str:
+    return pattern[:200].decode("utf-8", "replace")
