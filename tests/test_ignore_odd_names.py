@@ -44,13 +44,20 @@ def cases(draw: st.DrawFn) -> tuple[list[bytes], bytes]:
     rules = []
     for _ in range(draw(st.integers(1, 5))):
         base = draw(st.sampled_from(names)) if names and draw(st.booleans()) else draw(_name())
-        kind = draw(st.sampled_from(["as is", "star", "question", "negate"]))
+        kind = draw(st.sampled_from(["as is", "star", "suffix", "question", "negate",
+                                     "anchored", "dir"]))  # fmt: skip
         if kind == "star":
             base = base[:1] + b"*"
+        elif kind == "suffix":
+            base = b"*" + base[-2:]
+        elif kind == "anchored":
+            base = b"/" + base
+        elif kind == "dir":
+            base = base + b"/"
         elif kind == "question":
             base = b"?" + base[1:]
-        elif kind == "negate":
-            base = b"!" + base
+        elif kind == "negate" and base.decode("utf-8", "replace").strip():
+            base = b"!" + base  # (a "!" with nothing after it re-includes everything in rg)
         rules.append(base)
     return names, b"\n".join(rules) + b"\n"
 
@@ -72,9 +79,14 @@ def test_ignore_rules_over_odd_names_equal_rg_files(
     if os.path.exists(root):
         shutil.rmtree(root)
     os.mkdir(root)
-    for n in names:
-        with open(os.path.join(root, n), "wb") as f:
-            f.write(b"x\n")
+    # the first name is a directory holding the others too: directory rules, anchored paths
+    # and names at depth all take part
+    sub = os.path.join(root, names[0])
+    os.mkdir(sub)
+    for n in names[1:]:
+        for where in (root, sub):
+            with open(os.path.join(where, n), "wb") as f:
+                f.write(b"x\n")
     with open(os.path.join(root, b".gitignore"), "wb") as f:
         f.write(rules)
     out = subprocess.run([RG, *RG_WALK], cwd=root, capture_output=True, check=False)

@@ -31,6 +31,7 @@ class IgnoreRule:
     negate: bool
     dir_only: bool
     regex: bytes
+    anchored: bool = False  # the pattern held a '/': it matches the whole relative path
 
 
 # Unicode White_Space (what ripgrep's trim_end removes; Python's isspace has a few more)
@@ -74,7 +75,7 @@ def parse_rule(line: bytes) -> IgnoreRule | None:
         return None
     if not anchored:
         body = b"(?:.*/)?" + body
-    return IgnoreRule(line, negate, dir_only, body)
+    return IgnoreRule(line, negate, dir_only, body, anchored)
 
 
 def _glob_to_regex(glob: bytes) -> bytes:
@@ -184,22 +185,50 @@ _OPTIONS.dot_nl = True  # names may hold newlines
 _OPTIONS.log_errors = False
 
 
-class IgnoreFile:
-    """The rules of one ignore file; the last rule that matches an entry decides."""
+_META = frozenset(b"*?[]{}\\")
 
-    __slots__ = ("_parts", "rules")
+
+class IgnoreFile:
+    """The rules of one ignore file; the last rule that matches an entry decides.
+
+    Rules without glob characters (a name, an anchored path) and ``*SUFFIX`` rules are looked
+    up in dicts (the bulk of a large generated ignore file, and an RE2 set costs memory for
+    every rule it holds: its DFA cache grows to its budget); the others go to RE2 sets."""
+
+    __slots__ = ("_all", "_names", "_parts", "_paths", "_suffix_lens", "_suffixes", "rules")
 
     def __init__(self, rules: list[IgnoreRule]) -> None:
-        parts = _compile_parts(rules)
-        # renumber the rules that compiled: ``rules[i]`` is the i-th kept rule, parts ascending
-        self.rules: list[IgnoreRule] = []
+        self._all = rules
+        # key -> (last rule position, last position of a rule that also applies to files)
+        self._names: dict[bytes, tuple[int, int]] = {}
+        self._paths: dict[bytes, tuple[int, int]] = {}
+        self._suffixes: dict[bytes, tuple[int, int]] = {}
+        complex_rules: list[tuple[int, IgnoreRule]] = []
+        kept: list[int] = []
+        for pos, r in enumerate(rules):
+            table = None
+            key = r.pattern
+            if not _META.intersection(key):
+                table = self._paths if r.anchored else self._names
+            elif (
+                not r.anchored
+                and key.startswith(b"*")
+                and len(key) > 1
+                and not _META.intersection(key[1:])
+            ):
+                table, key = self._suffixes, key[1:]
+            if table is None:
+                complex_rules.append((pos, r))
+                continue
+            last_file = table.get(key, (-1, -1))[1]
+            table[key] = (pos, last_file if r.dir_only else pos)
+            kept.append(pos)
+        self._suffix_lens = sorted({len(k) for k in self._suffixes})
         self._parts: list[tuple[re2.Set, list[int]]] = []
-        for rset, members in parts:
-            ids = []
-            for r in members:
-                ids.append(len(self.rules))
-                self.rules.append(r)
-            self._parts.append((rset, ids))
+        for rset, members in _compile_parts(complex_rules):
+            self._parts.append((rset, members))
+            kept.extend(members)
+        self.rules: list[IgnoreRule] = [rules[p] for p in sorted(kept)]
 
     @classmethod
     def parse(cls, data: bytes) -> IgnoreFile:
@@ -210,19 +239,37 @@ class IgnoreFile:
 
     def check(self, rel: bytes, is_dir: bool) -> bool | None:
         """True: ignored; False: re-included by a negation; None: no rule names it."""
-        rules = self.rules
+        k = 0 if is_dir else 1
+        best = -1
+        base = rel[rel.rfind(b"/") + 1 :]
+        hit = self._names.get(base)
+        if hit is not None:
+            best = hit[k]
+        hit = self._paths.get(rel)
+        if hit is not None and hit[k] > best:
+            best = hit[k]
+        for n in self._suffix_lens:
+            if n > len(base):
+                break
+            hit = self._suffixes.get(base[-n:])
+            if hit is not None and hit[k] > best:
+                best = hit[k]
+        rules = self._all
         for rset, ids in reversed(self._parts):  # later parts hold later rules: they win
+            if ids[-1] <= best:
+                break
             hits = rset.Match(rel)
             if not hits:
                 continue
-            best = -1
+            top = -1
             for h in hits:
                 i = ids[h]
-                if i > best and (is_dir or not rules[i].dir_only):
-                    best = i
-            if best >= 0:
-                return not rules[best].negate
-        return None
+                if i > top and (is_dir or not rules[i].dir_only):
+                    top = i
+            if top >= 0:
+                best = max(best, top)
+                break
+        return None if best < 0 else not rules[best].negate
 
 
 @functools.lru_cache(maxsize=32)
@@ -240,35 +287,38 @@ def _parse_cached(data: bytes) -> IgnoreFile:
     return IgnoreFile(rules)
 
 
-def _compile_parts(rules: list[IgnoreRule]) -> list[tuple[re2.Set, list[IgnoreRule]]]:
-    """RE2 sets over ``rules`` in order, each with the rules it holds (those that compiled)."""
-    out: list[tuple[re2.Set, list[IgnoreRule]]] = []
+def _compile_parts(
+    rules: list[tuple[int, IgnoreRule]],
+) -> list[tuple[re2.Set, list[int]]]:
+    """RE2 sets over ``rules`` (position, rule) in order, each with the positions of the
+    rules it holds (those that compiled), ascending."""
+    out: list[tuple[re2.Set, list[int]]] = []
     pending = [rules[i : i + PART_RULES] for i in range(0, len(rules), PART_RULES)]
     pending.reverse()  # a stack: the next part to compile on top
     while pending:
         part = pending.pop()
         rset = re2.Set.FullMatchSet(_OPTIONS)
-        kept: list[IgnoreRule] = []
-        for r in part:
+        kept: list[tuple[int, IgnoreRule]] = []
+        for pos, r in part:
             try:
                 rset.Add(r.regex)
             except re2.error:
                 log.warning("ignore rule %r does not compile; skipped", _shown(r))
                 continue
-            kept.append(r)
+            kept.append((pos, r))
         if not kept:
             continue
         try:
             rset.Compile()
         except re2.error:
             if len(kept) == 1:
-                log.warning("ignore rule %r is too large to compile; skipped", _shown(kept[0]))
+                log.warning("ignore rule %r is too large to compile; skipped", _shown(kept[0][1]))
                 continue
             half = len(kept) // 2  # over RE2's memory budget: halve it, keep the order
             pending.append(kept[half:])
             pending.append(kept[:half])
             continue
-        out.append((rset, kept))
+        out.append((rset, [pos for pos, _ in kept]))
     return out
 
 
