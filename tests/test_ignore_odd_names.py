@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rootgrep import ignore
 from rootgrep.roots import pin_root
 from rootgrep.walker import list_files
 from support import RG
@@ -72,7 +73,7 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> Path:
 )
 @given(case=cases())
 def test_ignore_rules_over_odd_names_equal_rg_files(
-    place: Path, case: tuple[list[bytes], bytes]
+    place: Path, monkeypatch: pytest.MonkeyPatch, case: tuple[list[bytes], bytes]
 ) -> None:
     names, rules = case
     root = os.fsencode(place / "root")
@@ -95,6 +96,10 @@ def test_ignore_rules_over_odd_names_equal_rg_files(
     r = pin_root(os.fsdecode(root))
     try:
         assert list_files(r.fs, hidden=True) == expected, rules
+        # and with the dict look-ups of large files used for these few rules too
+        with monkeypatch.context() as m:
+            m.setattr(ignore, "DICT_RULES_MIN", 0)
+            assert list_files(r.fs, hidden=True) == expected, rules
     finally:
         r.close()
 
@@ -107,7 +112,9 @@ BRACE_NAMES = ["}", "a}", "a", "b", "{}", "x", "xa", "x,y", "z.py", "q", "a,b", 
     ["}", "a}", "}*", "{a,b}", "{}", "{a}", "x{a,}", "x{,a}", "{,}", "{a,{b,c}}", "{*.py,q}",
      "x,y", "{a\\,b,c}", "{a,b", "[ab", "a\t", "a\u3000", "a\\ ", "caf\xe9"],
 )  # fmt: skip
-def test_rules_ripgrep_reads_its_own_way(tmp_path: Path, rule: str) -> None:
+def test_rules_ripgrep_reads_its_own_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str
+) -> None:
     """Alternatives ``{a,b}`` (not nested; empty ones dropped; a stray ``}`` dropped), rules
     ripgrep refuses (unclosed ``[`` or ``{``: skipped), trailing Unicode white space."""
     root = tmp_path / "r"
@@ -119,6 +126,8 @@ def test_rules_ripgrep_reads_its_own_way(tmp_path: Path, rule: str) -> None:
     expected = [p for p in out.stdout.split(b"\0") if p]
     r = pin_root(str(root))
     try:
+        assert list_files(r.fs, hidden=True) == expected
+        monkeypatch.setattr(ignore, "DICT_RULES_MIN", 0)
         assert list_files(r.fs, hidden=True) == expected
     finally:
         r.close()

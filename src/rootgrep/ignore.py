@@ -186,6 +186,7 @@ _OPTIONS.log_errors = False
 
 
 _META = frozenset(b"*?[]{}\\")
+DICT_RULES_MIN = 256  # from this many rules on, plain ones are looked up in dicts
 
 
 class IgnoreFile:
@@ -193,7 +194,8 @@ class IgnoreFile:
 
     Rules without glob characters (a name, an anchored path) and ``*SUFFIX`` rules are looked
     up in dicts (the bulk of a large generated ignore file, and an RE2 set costs memory for
-    every rule it holds: its DFA cache grows to its budget); the others go to RE2 sets."""
+    every rule it holds: its DFA cache grows to its budget); the others go to RE2 sets. A
+    small file (under ``DICT_RULES_MIN`` rules) is one RE2 set: one match per entry."""
 
     __slots__ = ("_all", "_names", "_parts", "_paths", "_suffix_lens", "_suffixes", "rules")
 
@@ -205,10 +207,13 @@ class IgnoreFile:
         self._suffixes: dict[bytes, tuple[int, int]] = {}
         complex_rules: list[tuple[int, IgnoreRule]] = []
         kept: list[int] = []
+        lookups = len(rules) >= DICT_RULES_MIN
         for pos, r in enumerate(rules):
             table = None
             key = r.pattern
-            if not _META.intersection(key):
+            if not lookups:
+                pass
+            elif not _META.intersection(key):
                 table = self._paths if r.anchored else self._names
             elif (
                 not r.anchored
@@ -232,7 +237,7 @@ class IgnoreFile:
 
     @classmethod
     def parse(cls, data: bytes) -> IgnoreFile:
-        return _parse_cached(data)
+        return _parse_cached(data, DICT_RULES_MIN)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -241,19 +246,20 @@ class IgnoreFile:
         """True: ignored; False: re-included by a negation; None: no rule names it."""
         k = 0 if is_dir else 1
         best = -1
-        base = rel[rel.rfind(b"/") + 1 :]
-        hit = self._names.get(base)
-        if hit is not None:
-            best = hit[k]
-        hit = self._paths.get(rel)
-        if hit is not None and hit[k] > best:
-            best = hit[k]
-        for n in self._suffix_lens:
-            if n > len(base):
-                break
-            hit = self._suffixes.get(base[-n:])
+        if self._names or self._suffixes or self._paths:
+            base = rel[rel.rfind(b"/") + 1 :]
+            hit = self._names.get(base)
+            if hit is not None:
+                best = hit[k]
+            hit = self._paths.get(rel)
             if hit is not None and hit[k] > best:
                 best = hit[k]
+            for n in self._suffix_lens:
+                if n > len(base):
+                    break
+                hit = self._suffixes.get(base[-n:])
+                if hit is not None and hit[k] > best:
+                    best = hit[k]
         rules = self._all
         for rset, ids in reversed(self._parts):  # later parts hold later rules: they win
             if ids[-1] <= best:
@@ -273,7 +279,7 @@ class IgnoreFile:
 
 
 @functools.lru_cache(maxsize=32)
-def _parse_cached(data: bytes) -> IgnoreFile:
+def _parse_cached(data: bytes, _lookups_from: int) -> IgnoreFile:
     """Parsed ignore files by content: every walk loads the ignore files it meets, and a large
     one costs seconds to compile (an IgnoreFile is immutable and RE2 matching thread-safe)."""
     try:
