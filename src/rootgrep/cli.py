@@ -419,8 +419,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"
             return _grep(gp.parse_args(rest) if "--" in rest else gp.parse_intermixed_args(rest))
     except RootgrepError as e:
-        print(f"rootgrep: {e}", file=sys.stderr)
+        print(f"rootgrep: {_one_line(str(e))}", file=sys.stderr)
         return 2
+    except SystemExit as e:
+        if isinstance(e.code, str):  # raise SystemExit("message"): a usage error, status 2
+            msg = e.code.removeprefix("rootgrep: ")
+            print(f"rootgrep: {_one_line(msg)}", file=sys.stderr)
+            return 2
+        raise  # argparse's own exits (help: 0, usage: 2)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -428,7 +434,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as e:  # a runtime error: status 2 and one line, never a traceback
+        print(f"rootgrep: [error] {_one_line(_describe(e))}", file=sys.stderr)
+        return 2
     return 2
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        where = f": {e.filename}" if e.filename is not None else ""
+        return f"{e.strerror}{where}"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(msg.split())[:2000]
 
 
 def _grep(args: argparse.Namespace) -> int:

@@ -26,6 +26,8 @@ from .walker import DirBatch
 
 DEFAULT_MAX_FILE_SIZE = 20 << 20
 MAX_CONTEXT = 10
+MAX_PATTERN_BYTES = 256 << 10  # a longer pattern is refused (invalid_pattern)
+CANCEL_CHECK_BYTES = 1 << 20  # a scan checks for cancellation at least this often in a file
 CHUNK_BYTES = 1 << 20
 _WHOLE_TEXT = _re.compile(r"\\[Az]|\(\?[a-zA-Z-]*-?[imsU]")
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -83,6 +85,22 @@ _new_match = tuple.__new__
 class FileMatches:
     path: bytes  # root-relative
     matches: list[LineMatch]
+    cut: bool = False  # the file's later matches were not gathered (the sink's room ran out)
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What a sink can still take from one file: matches on lines after ``after_line``, at
+    most ``matches`` of them, gathering stops once their text (lines and context) passes
+    ``bytes``. A search never holds more of a file than that."""
+
+    after_line: int = 0
+    matches: int = -1  # -1: no bound
+    bytes: int = -1
+
+
+class Cancelled(Exception):
+    """The search was cancelled (raised inside the loops, caught by ``run_grep``)."""
 
 
 @dataclass(slots=True)
@@ -94,7 +112,9 @@ class GrepStats:
 
 
 class GrepSink(Protocol):
-    """Receives each matching file in path order; returns False to stop the search."""
+    """Receives each matching file in path order; returns False to stop the search. A sink
+    may also have ``room(path) -> Room | None``: what it can still take from that file, so
+    a search gathers no more than that (see ``Room``)."""
 
     def __call__(self, fm: FileMatches) -> bool: ...
 
@@ -196,6 +216,11 @@ class Matcher:
     ``prefilter`` is a literal every matching line contains (None when there is none)."""
 
     def __init__(self, q: GrepQuery) -> None:
+        if len(q.pattern.encode("utf-8", "surrogateescape")) > MAX_PATTERN_BYTES:
+            raise InvalidPattern(
+                f"the pattern is longer than {MAX_PATTERN_BYTES >> 10} KiB; search for a "
+                "shorter, distinctive part of it"
+            )
         if "\n" in q.pattern:
             raise InvalidPattern(
                 "the pattern holds a line break, and grep matches within one line: search "
@@ -275,9 +300,17 @@ class Matcher:
         return self._m(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
 
 
-def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
+def search_buffer(
+    m: Matcher,
+    buf: bytes,
+    context: int = 0,
+    room: Room | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> list[LineMatch]:
     """Every matching line of ``buf`` (a file's ``text_of``; line numbers 1-based), with up to
-    ``context`` lines of context on each side.
+    ``context`` lines of context on each side; with ``room``, only those after its line and
+    up to its bounds (``search_file`` says whether it stopped early). ``cancelled`` is asked
+    at least every ``CANCEL_CHECK_BYTES`` of the buffer (raising ``Cancelled``).
 
     One loop, written out by hand: it runs once per matching line of every file, where every
     call counts. A literal (or a regex's required literal) is looked for with ``bytes.find``,
@@ -296,7 +329,16 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
     line_no = 1
     counted = 0  # line_no is the number of the line that starts at `counted`
     pos = 0
+    skip_to = room.after_line if room is not None else 0
+    max_n = room.matches if room is not None else -1
+    max_b = room.bytes if room is not None else -1
+    held = 0  # bytes of text gathered (lines and context), when bounded
+    check_at = CANCEL_CHECK_BYTES if cancelled is not None else n + 1
     while pos <= end:
+        if pos >= check_at:
+            if cancelled is not None and cancelled():
+                raise Cancelled
+            check_at = pos + CANCEL_CHECK_BYTES
         if needle is not None:
             s = find(needle, pos)
             if s < 0 or s > end:
@@ -320,14 +362,45 @@ def search_buffer(m: Matcher, buf: bytes, context: int = 0) -> list[LineMatch]:
                 le = n
         line_no += count(b"\n", counted, ls)
         counted = ls
+        if line_no <= skip_to:  # a page before this one already had it
+            pos = le + 1
+            continue
         if context:
             before = _lines_before(buf, ls, context)
             after = _lines_after(buf, le, context)
             append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], before, after)))
+            if max_b >= 0:
+                held += le - ls + sum(map(len, before)) + sum(map(len, after))
         else:
             append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], (), ())))
+            if max_b >= 0:
+                held += le - ls
         pos = le + 1
+        if (max_b >= 0 and held > max_b) or len(out) == max_n:
+            break
     return out
+
+
+def search_file(
+    m: Matcher,
+    path: bytes,
+    text: bytes,
+    room: Callable[[bytes], Room | None] | None,
+    cancelled: Callable[[], bool] | None,
+) -> FileMatches | None:
+    """One file's matches within the sink's room (None when it has none)."""
+    r = room(path) if room is not None else None
+    lines = search_buffer(m, text, m.query.context, r, cancelled)
+    if not lines:
+        return None
+    cut = r is not None and (
+        len(lines) == r.matches or (r.bytes >= 0 and sum(_held(lm) for lm in lines) > r.bytes)
+    )
+    return FileMatches(path, lines, cut)
+
+
+def _held(lm: LineMatch) -> int:
+    return len(lm[2]) + sum(map(len, lm[3])) + sum(map(len, lm[4]))
 
 
 def _lines_before(buf: bytes, ls: int, k: int) -> tuple[bytes, ...]:
@@ -386,6 +459,9 @@ def _read_chunks(
             return
         with batch:
             for fe in batch.files:
+                if cancelled is not None and cancelled():
+                    stats.stopped = True
+                    return
                 data = confine.read_searchable_at(batch.fd, fe.name, max_file_size)
                 if data is None:
                     continue
@@ -401,26 +477,31 @@ def _read_chunks(
         yield _Chunk(paths, texts)
 
 
-def search_chunk(m: Matcher, chunk: _Chunk, join: bool = True) -> list[FileMatches]:
+def search_chunk(
+    m: Matcher,
+    chunk: _Chunk,
+    join: bool = True,
+    room: Callable[[bytes], Room | None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> list[FileMatches]:
     """Matching files of a chunk, in order. One scan over the chunk's texts joined by newlines
     finds the next file that can match (a match never spans a line end, so never two files);
     only such files are searched line by line. Without ``join`` (files that most likely match,
-    such as an index's candidates) each file is searched at once: no join, no second scan."""
+    such as an index's candidates) each file is searched at once: no join, no second scan.
+    ``room`` and ``cancelled``: see ``search_buffer`` (cancellation is also asked per file)."""
     found: list[FileMatches] = []
     texts = chunk.texts
-    context = m.query.context
-    if not join:
+    if not join or len(texts) == 1 or not m.joinable:
         for path, text in zip(chunk.paths, texts, strict=True):
-            lines = search_buffer(m, text, context)
-            if lines:
-                found.append(FileMatches(path, lines))
-        return found
-    if len(texts) == 1 or not m.joinable:
-        for path, text in zip(chunk.paths, texts, strict=True):
-            if m.could_match(text):
-                lines = search_buffer(m, text, context)
-                if lines:
-                    found.append(FileMatches(path, lines))
+            if cancelled is not None and cancelled():
+                raise Cancelled
+            if join and not m.could_match(text):
+                continue
+            fm = search_file(m, path, text, room, cancelled)
+            if fm is not None:
+                found.append(fm)
+                if fm.cut:
+                    break  # the sink is full: nothing after this file can be taken
         return found
     joined = b"\n".join(texts)
     starts: list[int] = []
@@ -434,9 +515,13 @@ def search_chunk(m: Matcher, chunk: _Chunk, join: bool = True) -> list[FileMatch
         if hit < 0:
             break
         idx = bisect.bisect_right(starts, hit) - 1
-        lines = search_buffer(m, texts[idx], context)
-        if lines:
-            found.append(FileMatches(chunk.paths[idx], lines))
+        if cancelled is not None and cancelled():
+            raise Cancelled
+        fm = search_file(m, chunk.paths[idx], texts[idx], room, cancelled)
+        if fm is not None:
+            found.append(fm)
+            if fm.cut:
+                break
         if idx + 1 >= len(starts):
             break
         pos = starts[idx + 1]
@@ -465,6 +550,7 @@ def run_grep(
     stats = GrepStats()
     if threads is None:
         threads = 2 if m.scan_bound else 1
+    room = getattr(sink, "room", None)
 
     def deliver(found: list[FileMatches]) -> bool:
         for fm in found:
@@ -479,7 +565,7 @@ def run_grep(
     try:
         if threads <= 1:
             for chunk in chunks:
-                if not deliver(search_chunk(m, chunk, join)):
+                if not deliver(search_chunk(m, chunk, join, room, cancelled)):
                     break
             return stats
         inflight: collections.deque[Future[list[FileMatches]]] = collections.deque()
@@ -489,7 +575,9 @@ def run_grep(
             try:
                 ok = True
                 for chunk in chunks:
-                    inflight.append(pool.submit(search_chunk, m, chunk, join))
+                    # (the room asked in a worker is at most what the sink has left: a
+                    # chunk in flight may gather more than is taken, never more than a page)
+                    inflight.append(pool.submit(search_chunk, m, chunk, join, room, cancelled))
                     while ok and len(inflight) > threads:
                         ok = deliver(inflight.popleft().result())
                     if not ok:
@@ -499,6 +587,9 @@ def run_grep(
             finally:
                 for f in inflight:
                     f.cancel()
+        return stats
+    except Cancelled:
+        stats.stopped = True
         return stats
     finally:
         chunks.close()

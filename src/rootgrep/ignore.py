@@ -6,15 +6,23 @@ ignore file re-included ``b/``), which disagrees with ripgrep; the walker never 
 ignored directory, so each entry must be judged by the rules that name the entry itself.
 pathspec stays in use for the tools' include/exclude globs, where "everything below" is wanted.
 
-Globs compile to one RE2 set per file (linear time: no pattern/name pair can blow up); a line
-that does not compile is skipped, as git skips a bad line.
+Globs compile to RE2 sets (linear time: no pattern/name pair can blow up), in parts of at most
+``PART_RULES`` rules: one RE2 set has a memory budget, and a large ignore file (ripgrep takes
+100k rules) would not fit in one. A part that still does not fit is halved until it does; a rule
+that cannot compile even alone is skipped with a warning, as ripgrep skips a bad glob: one ignore
+file never breaks a root.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 from dataclasses import dataclass
 
 import re2
+
+log = logging.getLogger("rootgrep.ignore")
+PART_RULES = 2000  # rules per RE2 set (one set of 5,200 ordinary rules exceeds RE2's 8 MiB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +31,15 @@ class IgnoreRule:
     negate: bool
     dir_only: bool
     regex: bytes
+    anchored: bool = False  # the pattern held a '/': it matches the whole relative path
+
+
+# Unicode White_Space (what ripgrep's trim_end removes; Python's isspace has a few more)
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
 
 
 def parse_rule(line: bytes) -> IgnoreRule | None:
@@ -30,8 +47,14 @@ def parse_rule(line: bytes) -> IgnoreRule | None:
     line = line.rstrip(b"\r")
     if not line or line.startswith(b"#"):
         return None
-    while line.endswith(b" ") and not line.endswith(b"\\ "):
-        line = line[:-1]
+    if not line.endswith(b"\\ "):  # trailing white space goes, unless escaped (as ripgrep)
+        line = (
+            line.decode("utf-8", "surrogateescape")
+            .rstrip(_WHITE_SPACE)
+            .encode("utf-8", "surrogateescape")
+        )
+        if not line:
+            return None
     negate = False
     if line.startswith(b"!"):
         negate, line = True, line[1:]
@@ -45,17 +68,46 @@ def parse_rule(line: bytes) -> IgnoreRule | None:
     anchored = b"/" in line
     if line.startswith(b"/"):
         line = line[1:]
-    body = _glob_to_regex(line)
+    try:
+        body = _glob_to_regex(line)
+    except ValueError as e:
+        log.warning("ignore rule %r is not a valid glob (%s); skipped", _text(line), e)
+        return None
     if not anchored:
         body = b"(?:.*/)?" + body
-    return IgnoreRule(line, negate, dir_only, body)
+    return IgnoreRule(line, negate, dir_only, body, anchored)
 
 
 def _glob_to_regex(glob: bytes) -> bytes:
+    """A gitignore glob as a regex over bytes, with ripgrep's ``{a,b}`` alternatives (not
+    nested); ValueError for what ripgrep refuses (an unclosed class or group)."""
     out: list[bytes] = []
     i, n = 0, len(glob)
+    outer: list[bytes] | None = None  # set inside a group: the regex before it
+    alts: list[bytes] = []
     while i < n:
         c = glob[i : i + 1]
+        if c == b"{":
+            if outer is not None:
+                raise ValueError("nested alternate groups")
+            outer, out, alts = out, [], []
+            i += 1
+            continue
+        if c == b"}":
+            if outer is None:  # a '}' with no '{': ripgrep drops it
+                i += 1
+                continue
+            alts.append(b"".join(out))
+            kept = [a for a in alts if a]  # as ripgrep, empty alternatives are dropped
+            out, outer = outer, None
+            out.append(b"(?:" + b"|".join(kept) + b")")
+            i += 1
+            continue
+        if c == b"," and outer is not None:
+            alts.append(b"".join(out))
+            out = []
+            i += 1
+            continue
         if glob.startswith(b"**", i):
             at_start = i == 0 or glob[i - 1 : i] == b"/"
             at_end = i + 2 == n or glob[i + 2 : i + 3] == b"/"
@@ -76,8 +128,8 @@ def _glob_to_regex(glob: bytes) -> bytes:
             out.append(b"[^/]")
         elif c == b"[":
             end, cls = _class(glob, i)
-            if end < 0:
-                out.append(_lit(c))
+            if end < 0:  # an unclosed class: not a glob (ripgrep skips such a rule)
+                raise ValueError("unclosed character class")
             else:
                 out.append(cls)
                 i = end
@@ -89,6 +141,8 @@ def _glob_to_regex(glob: bytes) -> bytes:
         else:
             out.append(_lit(c))
         i += 1
+    if outer is not None:
+        raise ValueError("an unclosed '{'")
     return b"".join(out)
 
 
@@ -131,50 +185,152 @@ _OPTIONS.dot_nl = True  # names may hold newlines
 _OPTIONS.log_errors = False
 
 
-class IgnoreFile:
-    """The rules of one ignore file; the last rule that matches an entry decides."""
+_META = frozenset(b"*?[]{}\\")
+DICT_RULES_MIN = 256  # from this many rules on, plain ones are looked up in dicts
 
-    __slots__ = ("_dirs", "_files", "rules")
+
+class IgnoreFile:
+    """The rules of one ignore file; the last rule that matches an entry decides.
+
+    Rules without glob characters (a name, an anchored path) and ``*SUFFIX`` rules are looked
+    up in dicts (the bulk of a large generated ignore file, and an RE2 set costs memory for
+    every rule it holds: its DFA cache grows to its budget); the others go to RE2 sets. A
+    small file (under ``DICT_RULES_MIN`` rules) is one RE2 set: one match per entry."""
+
+    __slots__ = ("_all", "_names", "_parts", "_paths", "_suffix_lens", "_suffixes", "rules")
 
     def __init__(self, rules: list[IgnoreRule]) -> None:
-        good = [r for r in rules if _compiles(r.regex)]
-        self.rules = good
-        self._files = _rule_set([(i, r) for i, r in enumerate(good) if not r.dir_only])
-        self._dirs = _rule_set(list(enumerate(good)))
+        self._all = rules
+        # key -> (last rule position, last position of a rule that also applies to files)
+        self._names: dict[bytes, tuple[int, int]] = {}
+        self._paths: dict[bytes, tuple[int, int]] = {}
+        self._suffixes: dict[bytes, tuple[int, int]] = {}
+        complex_rules: list[tuple[int, IgnoreRule]] = []
+        kept: list[int] = []
+        lookups = len(rules) >= DICT_RULES_MIN
+        for pos, r in enumerate(rules):
+            table = None
+            key = r.pattern
+            if not lookups:
+                pass
+            elif not _META.intersection(key):
+                table = self._paths if r.anchored else self._names
+            elif (
+                not r.anchored
+                and key.startswith(b"*")
+                and len(key) > 1
+                and not _META.intersection(key[1:])
+            ):
+                table, key = self._suffixes, key[1:]
+            if table is None:
+                complex_rules.append((pos, r))
+                continue
+            last_file = table.get(key, (-1, -1))[1]
+            table[key] = (pos, last_file if r.dir_only else pos)
+            kept.append(pos)
+        self._suffix_lens = sorted({len(k) for k in self._suffixes})
+        self._parts: list[tuple[re2.Set, list[int]]] = []
+        for rset, members in _compile_parts(complex_rules):
+            self._parts.append((rset, members))
+            kept.extend(members)
+        self.rules: list[IgnoreRule] = [rules[p] for p in sorted(kept)]
 
     @classmethod
     def parse(cls, data: bytes) -> IgnoreFile:
-        rules = [r for r in map(parse_rule, data.split(b"\n")) if r is not None]
-        return cls(rules)
+        return _parse_cached(data, DICT_RULES_MIN)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
 
     def check(self, rel: bytes, is_dir: bool) -> bool | None:
         """True: ignored; False: re-included by a negation; None: no rule names it."""
-        compiled = self._dirs if is_dir else self._files
-        if compiled is None:
-            return None
-        rset, index = compiled
-        hits = rset.Match(rel)
-        if not hits:
-            return None
-        return not self.rules[index[max(hits)]].negate
+        k = 0 if is_dir else 1
+        best = -1
+        if self._names or self._suffixes or self._paths:
+            base = rel[rel.rfind(b"/") + 1 :]
+            hit = self._names.get(base)
+            if hit is not None:
+                best = hit[k]
+            hit = self._paths.get(rel)
+            if hit is not None and hit[k] > best:
+                best = hit[k]
+            for n in self._suffix_lens:
+                if n > len(base):
+                    break
+                hit = self._suffixes.get(base[-n:])
+                if hit is not None and hit[k] > best:
+                    best = hit[k]
+        rules = self._all
+        for rset, ids in reversed(self._parts):  # later parts hold later rules: they win
+            if ids[-1] <= best:
+                break
+            hits = rset.Match(rel)
+            if not hits:
+                continue
+            top = -1
+            for h in hits:
+                i = ids[h]
+                if i > top and (is_dir or not rules[i].dir_only):
+                    top = i
+            if top >= 0:
+                best = max(best, top)
+                break
+        return None if best < 0 else not rules[best].negate
 
 
-def _compiles(regex: bytes) -> bool:
+@functools.lru_cache(maxsize=32)
+def _parse_cached(data: bytes, _lookups_from: int) -> IgnoreFile:
+    """Parsed ignore files by content: every walk loads the ignore files it meets, and a large
+    one costs seconds to compile (an IgnoreFile is immutable and RE2 matching thread-safe)."""
     try:
-        re2.compile(regex, _OPTIONS)
-    except re2.error:
-        return False
-    return True
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # as ripgrep reads an ignore file: line by line up to the first one that is not
+        # UTF-8 (its rules and all later ones are not used)
+        log.warning("an ignore file holds a line that is not UTF-8: rules from there on unused")
+        data = data[: data.rfind(b"\n", 0, e.start) + 1]
+    rules = [r for r in map(parse_rule, data.split(b"\n")) if r is not None]
+    return IgnoreFile(rules)
 
 
-def _rule_set(rules: list[tuple[int, IgnoreRule]]) -> tuple[re2.Set, list[int]] | None:
-    if not rules:
-        return None
-    rset = re2.Set.FullMatchSet(_OPTIONS)
-    for _, r in rules:
-        rset.Add(r.regex)
-    rset.Compile()
-    return rset, [i for i, _ in rules]
+def _compile_parts(
+    rules: list[tuple[int, IgnoreRule]],
+) -> list[tuple[re2.Set, list[int]]]:
+    """RE2 sets over ``rules`` (position, rule) in order, each with the positions of the
+    rules it holds (those that compiled), ascending."""
+    out: list[tuple[re2.Set, list[int]]] = []
+    pending = [rules[i : i + PART_RULES] for i in range(0, len(rules), PART_RULES)]
+    pending.reverse()  # a stack: the next part to compile on top
+    while pending:
+        part = pending.pop()
+        rset = re2.Set.FullMatchSet(_OPTIONS)
+        kept: list[tuple[int, IgnoreRule]] = []
+        for pos, r in part:
+            try:
+                rset.Add(r.regex)
+            except re2.error:
+                log.warning("ignore rule %r does not compile; skipped", _shown(r))
+                continue
+            kept.append((pos, r))
+        if not kept:
+            continue
+        try:
+            rset.Compile()
+        except re2.error:
+            if len(kept) == 1:
+                log.warning("ignore rule %r is too large to compile; skipped", _shown(kept[0][1]))
+                continue
+            half = len(kept) // 2  # over RE2's memory budget: halve it, keep the order
+            pending.append(kept[half:])
+            pending.append(kept[:half])
+            continue
+        out.append((rset, [pos for pos, _ in kept]))
+    return out
+
+
+def _shown(r: IgnoreRule) -> str:
+    return ("!" if r.negate else "") + _text(r.pattern)
+
+
+def _text(pattern: bytes) -> str:
+    return pattern[:200].decode("utf-8", "replace")

@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pathspec import GitIgnoreSpec
-
 from . import confine
 from .audit import Audit
 from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display, strip_prefix
@@ -34,7 +32,6 @@ from .errors import (
     IndexUnavailable,
     InvalidArgument,
     InvalidPath,
-    InvalidPattern,
     NoRoots,
     NotADirectory,
     ReadOnly,
@@ -42,12 +39,14 @@ from .errors import (
     RootRemoved,
     TooLarge,
 )
+from .globs import Globs, glob_text, has_glob_chars
 from .grep import (
     DEFAULT_MAX_FILE_SIZE,
     MAX_CONTEXT,
     FileMatches,
     GrepQuery,
     Matcher,
+    Room,
     run_grep,
 )
 from .index.manager import Indexed, IndexManager
@@ -86,6 +85,7 @@ from .walker import DirBatch, Walker, WalkOptions, order_key, path_batches
 
 MAX_RESULTS_CAP = 1000
 SEARCH_CHECKS_PER_PAGE = 200  # hits checked against the disk for one page of search results
+GREP_PAGE_BYTES = 1 << 20  # text (matching lines and context) one grep answer holds, at most about
 LIST_PAGE = 500
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -374,6 +374,7 @@ class Service:
         sink = _GrepPage(limit)
         searched = 0
         used_index = False
+        q: Q | None = None
         for ti, (r, comps) in enumerate(targets):
             if resume is not None and ti < resume["t"]:
                 continue
@@ -383,11 +384,12 @@ class Service:
             opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune)
             found = None if hidden or no_ignore else self._ready_index(r)
             start = b"/".join(c for c in comps if c != b".")
-            q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
             # with no required trigram the index still knows which files are text (binary
             # files are never opened) and spares the walk
             narrowed = False
             if found is not None and Walker(r.fs).would_list(start, "dir"):
+                if q is None:  # planned only when an index is used, once for every root
+                    q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
                 used_index = True
                 narrowed = narrows(q)
                 source = _indexed_batches(r, found, q, start, prune)
@@ -922,10 +924,17 @@ class Service:
 
 
 class _GrepPage:
-    """A grep sink that fills one page of results, skipping what a cursor already covered."""
+    """A grep sink that fills one page of results, skipping what a cursor already covered.
 
-    def __init__(self, limit: int) -> None:
+    A page holds at most ``limit`` matches and about ``budget`` bytes of text (matching lines
+    and their context): the match that would pass the budget starts the next page (the first
+    match of a page is always taken, so paging always advances). ``room`` tells the search
+    what is left, so no more than that is ever gathered from a file."""
+
+    def __init__(self, limit: int, budget: int = GREP_PAGE_BYTES) -> None:
         self.limit = limit
+        self.budget = budget
+        self.held = 0
         self.out: list[GrepMatch] = []
         self.more = False
         self.last: tuple[int, bytes, int] | None = None
@@ -939,6 +948,13 @@ class _GrepPage:
         self._t, self._root, self._ref = t, root, ref(root)
         self._after, self._after_line = after, after_line
 
+    def room(self, path: bytes) -> Room:
+        return Room(
+            after_line=self._after_line if path == self._after else 0,
+            matches=self.limit - len(self.out) + 1,  # one more than fits: proof of more
+            bytes=max(0, self.budget - self.held),
+        )
+
     def __call__(self, fm: FileMatches) -> bool:
         assert self._root is not None and self._ref is not None
         shown = display(fm.path)
@@ -946,9 +962,11 @@ class _GrepPage:
         for lm in fm.matches:
             if fm.path == self._after and lm.line <= self._after_line:
                 continue
-            if len(self.out) >= self.limit:
+            size = len(lm.text) + sum(map(len, lm.before)) + sum(map(len, lm.after))
+            if len(self.out) >= self.limit or (self.out and self.held + size > self.budget):
                 self.more = True
                 return False
+            self.held += size
             self.out.append(
                 GrepMatch(
                     root=self._ref,
@@ -962,23 +980,19 @@ class _GrepPage:
                 )
             )
             self.last = (self._t, fm.path, lm.line)
+        if fm.cut:  # the search stopped gathering this file: the rest is for the next page
+            self.more = True
+            return False
         return True
-
-
-_GLOB_CHARS = frozenset("*?[")
 
 
 def _name_matcher(pattern: str) -> Callable[[bytes], bool]:
     """find_files: a gitignore-style glob when the pattern has glob characters, else a
-    case-insensitive substring of the root-relative path."""
-    if any(c in _GLOB_CHARS for c in pattern):
-        try:
-            spec = GitIgnoreSpec.from_lines([pattern])
-        except Exception as e:  # pathspec raises its own error types for bad globs
-            raise InvalidPattern(f"the glob {pattern!r} is not valid ({e})") from None
-        return lambda p: spec.match_file(os.fsdecode(p))
+    case-insensitive substring of the root-relative path as shown (or as globs see it)."""
+    if has_glob_chars(pattern):
+        return Globs([pattern]).match
     needle = pattern.casefold()
-    return lambda p: needle in os.fsdecode(p).casefold()
+    return lambda p: needle in display(p).casefold() or needle in glob_text(p).casefold()
 
 
 def _path_filter(
@@ -986,17 +1000,13 @@ def _path_filter(
 ) -> Callable[[bytes], bool] | None:
     if not include and not exclude:
         return None
-    try:
-        inc = GitIgnoreSpec.from_lines(include) if include else None
-        exc = GitIgnoreSpec.from_lines(exclude) if exclude else None
-    except Exception as e:
-        raise InvalidPattern(f"an include/exclude glob is not valid ({e})") from None
+    inc = Globs(include, "include glob") if include else None
+    exc = Globs(exclude, "exclude glob") if exclude else None
 
     def keep(path: bytes) -> bool:
-        p = os.fsdecode(path)
-        if inc is not None and not inc.match_file(p):
+        if inc is not None and not inc.match(path):
             return False
-        return not (exc is not None and exc.match_file(p))
+        return not (exc is not None and exc.match(path))
 
     return keep
 

@@ -24,7 +24,7 @@ from .ignore import IgnoreFile
 
 _new_entry = tuple.__new__
 IGNORE_FILES: tuple[bytes, ...] = (b".ignore", b".gitignore")  # higher precedence first
-MAX_IGNORE_FILE_BYTES = 1 << 20
+MAX_IGNORE_FILE_BYTES = 4 << 20  # read this much of an ignore file (100k rules fit)
 MAX_HELD_FDS = 64  # directory fds kept open along the current path; deeper ones are reopened
 
 
@@ -335,7 +335,9 @@ class Walker:
             except (OSError, RootgrepError):
                 continue
             try:
-                data, _ = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
+                data, cut = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
+                if cut:  # read up to the cap: never take the cut last line for a rule
+                    data = data[: data.rfind(b"\n") + 1]
             except OSError:
                 continue
             finally:

@@ -12,19 +12,28 @@ kept (``Err`` and ``err`` are different terms, which makes the index far more se
 code). A case-insensitive pattern asks for any of a window's spellings (``err | Err | eRr ...``,
 with ``K`` and ``ſ`` where RE2 folds ``k`` and ``s`` to them); a window with a character whose
 spellings cannot be listed gives no trigram. This module is pure: no index, no files.
+
+Planning is linear in the pattern's length (a literal of 100k characters plans in a blink):
+conjuncts are gathered in lists and combined once, sets de-duplicate by hashing, an exact
+string is kept only up to ``MAX_EXACT_LEN`` characters before it becomes a query, and the
+final query keeps at most ``MAX_QUERY_TRIGRAMS`` trigrams (dropping a conjunct only widens it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import re._constants as sre_c
 import re._parser as sre_parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 MAX_EXACT = 16  # the most strings an ``exact`` set may hold before it becomes a query
+MAX_EXACT_LEN = 32  # the longest string an ``exact`` set may hold (longer: a query)
 MAX_SET = 64  # the most prefixes or suffixes kept
+MAX_QUERY_TRIGRAMS = 256  # the most trigram terms a plan asks the index for
 
 
 # ---- the boolean query over trigrams ---------------------------------------------------------
@@ -67,33 +76,77 @@ NONE = Q("none")
 
 
 def q_and(*qs: Q) -> Q:
-    args: list[Q] = []
+    args: dict[Q, None] = {}  # ordered, de-duplicated by hash (a list would be quadratic)
     for q in qs:
         if q.op == "none":
             return NONE
         if q.op == "all":
             continue
-        for a in q.args if q.op == "and" else (q,):
-            if a not in args:
-                args.append(a)
+        if q.op == "and":
+            args.update(dict.fromkeys(q.args))
+        else:
+            args[q] = None
     if not args:
         return ALL
-    return args[0] if len(args) == 1 else Q("and", args=tuple(args))
+    return next(iter(args)) if len(args) == 1 else Q("and", args=tuple(args))
 
 
 def q_or(*qs: Q) -> Q:
-    args: list[Q] = []
+    args: dict[Q, None] = {}
     for q in qs:
         if q.op == "all":
             return ALL
         if q.op == "none":
             continue
-        for a in q.args if q.op == "or" else (q,):
-            if a not in args:
-                args.append(a)
+        if q.op == "or":
+            args.update(dict.fromkeys(q.args))
+        else:
+            args[q] = None
     if not args:
         return NONE
-    return args[0] if len(args) == 1 else Q("or", args=tuple(args))
+    return next(iter(args)) if len(args) == 1 else Q("or", args=tuple(args))
+
+
+def _size(q: Q) -> int:
+    """The number of trigram terms in ``q``."""
+    if q.op == "tri":
+        return 1
+    return sum(_size(a) for a in q.args)
+
+
+def bounded(q: Q, budget: int = MAX_QUERY_TRIGRAMS) -> Q:
+    """``q`` with at most ``budget`` trigram terms, never narrower: conjuncts beyond the budget
+    are dropped (each is required, so fewer of them admit more), and a disjunction too large
+    to keep becomes ``ALL``. The conjuncts kept are spread over the whole AND (its first ones
+    alone would all come from the pattern's start)."""
+    if q.op in ("all", "none") or _size(q) <= budget:
+        return q
+    if q.op != "and":
+        return ALL
+    chosen: dict[int, Q] = {}
+    for i in _spread(len(q.args)):
+        if budget <= 0:
+            break
+        b = bounded(q.args[i], budget)
+        if b.op != "all":
+            chosen[i] = b
+            budget -= _size(b)
+    return q_and(*(chosen[i] for i in sorted(chosen)))
+
+
+def _spread(n: int) -> Iterator[int]:
+    """0 … n-1, each once, in an order that halves the gaps: ends, middle, quarters, …"""
+    seen: set[int] = set()
+    step = n
+    while step >= 1:
+        for i in range(0, n, step):
+            if i not in seen:
+                seen.add(i)
+                yield i
+        if n - 1 not in seen:
+            seen.add(n - 1)
+            yield n - 1
+        step //= 2
 
 
 # ---- trigrams as the index makes them --------------------------------------------------------
@@ -125,15 +178,14 @@ def string_trigrams(s: str, ci: bool) -> list[tuple[str, ...]]:
     """The index terms a literal ``s`` must produce, one entry per three-character window:
     the window's spellings the index may hold (one when case-sensitive), any of which will do.
     Windows with a character that cannot be reasoned about are skipped."""
-    out: list[tuple[str, ...]] = []
+    out: dict[tuple[str, ...], None] = {}  # ordered, de-duplicated in linear time
+    variants = [_variants(c, ci) for c in s]
     for i in range(len(s) - 2):
-        chars = [_variants(c, ci) for c in s[i : i + 3]]
+        chars = variants[i : i + 3]
         if any(v is None for v in chars):
             continue
-        spellings = tuple("".join(p) for p in itertools.product(*chars))  # type: ignore[arg-type]
-        if spellings not in out:
-            out.append(spellings)
-    return out
+        out[tuple("".join(p) for p in itertools.product(*chars))] = None  # type: ignore[arg-type]
+    return list(out)
 
 
 def text_trigrams(text: str) -> set[str]:
@@ -197,8 +249,17 @@ def _cross(a: frozenset[str], b: frozenset[str]) -> set[str]:
     return {x + y for x, y in itertools.product(a, b)}
 
 
+def _longest(strings: frozenset[str]) -> int:
+    return max(map(len, strings), default=0)
+
+
 def concat(x: Info, y: Info, ci: bool) -> Info:
-    if x.exact is not None and y.exact is not None and len(x.exact) * len(y.exact) <= MAX_EXACT:
+    if (
+        x.exact is not None
+        and y.exact is not None
+        and len(x.exact) * len(y.exact) <= MAX_EXACT
+        and _longest(x.exact) + _longest(y.exact) <= MAX_EXACT_LEN
+    ):
         return Info(
             x.emptyable and y.emptyable, frozenset(_cross(x.exact, y.exact)), frozenset(),
             frozenset(), q_and(x.match, y.match),
@@ -286,8 +347,7 @@ def _node(op: object, av: object, ci: bool) -> Info:
     if op is sre_c.ATOMIC_GROUP:
         return _seq(av, ci)
     if op is sre_c.BRANCH:
-        infos = [_seq(alt, ci) for alt in av[1]]  # type: ignore[index]
-        return functools.reduce(lambda a, b: alternate(a, b, ci), infos)
+        return _alternatives([_seq(alt, ci) for alt in av[1]], ci)  # type: ignore[index]
     if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, sre_c.POSSESSIVE_REPEAT):
         lo, hi, sub = av  # type: ignore[misc]
         inner = _seq(sub, ci)
@@ -305,11 +365,62 @@ def _node(op: object, av: object, ci: bool) -> Info:
     return ANYTHING  # anything unforeseen: no narrowing
 
 
+def _alternatives(infos: list[Info], ci: bool) -> Info:
+    """Any one of ``infos``: exact while the union stays small, else an OR made once (folding
+    pair by pair would copy the growing OR at every step)."""
+    if len(infos) <= 2:
+        return functools.reduce(lambda a, b: alternate(a, b, ci), infos)
+    if (
+        all(i.exact is not None for i in infos)
+        and sum(len(i.exact or ()) for i in infos) <= MAX_EXACT
+    ):
+        return functools.reduce(lambda a, b: alternate(a, b, ci), infos)
+    parts = [_inexact(i, ci) for i in infos]
+    prefix = frozenset().union(*(p.prefix for p in parts))
+    suffix = frozenset().union(*(p.suffix for p in parts))
+    return Info(
+        any(p.emptyable for p in parts),
+        None,
+        prefix if len(prefix) <= MAX_SET else frozenset({""}),
+        suffix if len(suffix) <= MAX_SET else frozenset({""}),
+        q_or(*(p.match for p in parts)),
+    )
+
+
+def _literal_runs(sub: sre_parse.SubPattern, ci: bool) -> Iterator[Info]:
+    """The nodes of a concatenation, a run of plain characters as one node (a long run
+    already as a query: its own trigrams, its ends kept for the neighbours')."""
+    run: list[str] = []
+    for op, av in [*sub, (None, None)]:
+        if op is sre_c.LITERAL:
+            run.append(chr(av))  # type: ignore[arg-type]
+            continue
+        if run:
+            lit = "".join(run)
+            run = []
+            if len(lit) <= MAX_EXACT_LEN:
+                yield _exact({lit})
+            else:
+                yield Info(False, None, frozenset({lit[:2]}), frozenset({lit[-2:]}),
+                           _strings_query({lit}, ci))  # fmt: skip
+        if op is not None:
+            yield _node(op, av, ci)
+
+
 def _seq(sub: sre_parse.SubPattern, ci: bool) -> Info:
+    """A concatenation. ``concat`` only ANDs the left side's query into its result, so the
+    left side is carried without one and the conjuncts gathered, then ANDed once: folding
+    them step by step would copy a growing AND at every node (quadratic in the length)."""
     info = EMPTY
-    for op, av in sub:
-        info = concat(info, _node(op, av, ci), ci)
-    return info
+    conjuncts: list[Q] = []
+    for node in _literal_runs(sub, ci):
+        info = concat(info, node, ci)
+        if info.match.op != "all":
+            conjuncts.append(info.match)
+            info = dataclasses.replace(info, match=ALL)
+    if not conjuncts:
+        return info
+    return dataclasses.replace(info, match=q_and(*conjuncts))
 
 
 _UNPARSEABLE_HINTS = ("[:", "\\p", "\\P", "\\Q", "\\C", "\\x{", "(?<", "(?U")
@@ -318,7 +429,7 @@ _UNPARSEABLE_HINTS = ("[:", "\\p", "\\P", "\\Q", "\\C", "\\x{", "(?<", "(?U")
 def plan(pattern: str, *, regex: bool, case_sensitive: bool = True) -> Q:
     """The trigram query every file with a match satisfies (``ALL``: no narrowing)."""
     if not regex:
-        return _strings_query({pattern}, not case_sensitive)
+        return bounded(_strings_query({pattern}, not case_sensitive))
     if any(h in pattern for h in _UNPARSEABLE_HINTS):
         return ALL  # RE2 syntax Python's parser would misread: do not guess
     try:
@@ -329,7 +440,7 @@ def plan(pattern: str, *, regex: bool, case_sensitive: bool = True) -> Q:
     if "(?" in pattern and "i" in "".join(re_flags_in(pattern)):
         ci = True
     info = _inexact(_seq(parsed, ci), ci)
-    return info.match
+    return bounded(info.match)
 
 
 def re_flags_in(pattern: str) -> list[str]:
