@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -126,3 +128,20 @@ def wait_blocked_in_open(tid: int, seconds: float = 10.0) -> None:
     while not blocked_in_open(tid):
         assert time.monotonic() < deadline, "the thread never blocked in open()"
         time.sleep(0.001)
+
+
+def checksum(top: Path) -> str:
+    """Every name, link target, mode, size and content below ``top`` (links never followed):
+    equal before and after means nothing there changed."""
+    h = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(top):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            h.update(f"{os.path.relpath(p, top)}\0{st.st_mode:o}\0{st.st_size}\0".encode())
+            if stat.S_ISLNK(st.st_mode):
+                h.update(os.readlink(p).encode())
+            elif stat.S_ISREG(st.st_mode):
+                h.update(Path(p).read_bytes())
+    return h.hexdigest()

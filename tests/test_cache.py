@@ -21,23 +21,7 @@ from rootgrep.index.manager import IndexManager
 from rootgrep.index.plan import plan
 from rootgrep.index.store import RootIndex, index_dir_for, parse_search, prune_cache
 from rootgrep.roots import pin_root
-from support import MARKER, ROOTGREP, assert_no_marker
-
-
-def checksum(top: Path) -> str:
-    """Every name, link target, mode and content below ``top`` (links never followed)."""
-    h = hashlib.sha256()
-    for dirpath, dirs, files in os.walk(top):
-        dirs.sort()
-        for name in sorted(dirs + files):
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            h.update(f"{os.path.relpath(p, top)}\0{st.st_mode:o}\0".encode())
-            if stat.S_ISLNK(st.st_mode):
-                h.update(os.readlink(p).encode())
-            elif stat.S_ISREG(st.st_mode):
-                h.update(Path(p).read_bytes())
-    return h.hexdigest()
+from support import MARKER, ROOTGREP, assert_no_marker, checksum
 
 
 @pytest.fixture

@@ -4,10 +4,8 @@ Real MCP clients, two sessions on one server, in both protocol eras."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,27 +18,12 @@ from rootgrep.index.cache import folder_name
 from rootgrep.index.manager import IndexManager
 from rootgrep.server import RootgrepServer, build_server
 from rootgrep.service import Service, Settings
-from support import MARKER, assert_no_marker
+from support import MARKER, assert_no_marker, checksum
 
 pytestmark = pytest.mark.anyio
 
 B_ROOT = "projb-unique-7c1e"
 B_FILE = "bfile-unique-91d2.txt"
-
-
-def checksum(top: Path) -> str:
-    h = hashlib.sha256()
-    for dirpath, dirs, files in os.walk(top):
-        dirs.sort()
-        for name in sorted(dirs + files):
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            h.update(f"{os.path.relpath(p, top)}\0{st.st_mode:o}\0{st.st_size}\0".encode())
-            if stat.S_ISLNK(st.st_mode):
-                h.update(os.readlink(p).encode())
-            elif stat.S_ISREG(st.st_mode):
-                h.update(Path(p).read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(params=[".cache/rootgrep", "cache-here/rootgrep"])
