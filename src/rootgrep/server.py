@@ -336,13 +336,17 @@ class RootgrepServer(MCPServer):
                 # per-call roots have no owner: stopped once unused for the idle time
                 owner = id(client) if client is not None else 0
                 listener = _build_listener(ctx.session)
-                try:
+
+                def start_indexes() -> None:  # (stats beneath the roots: off the event loop)
                     # outermost first: a nested root then shares its outer root's index
                     for r in sorted(lease.held, key=lambda r: len(r.path)):
                         if call_roots is None:
                             indexes.activate(r, owner, listener=listener)
                         elif (ix := indexes.use(r, listener=listener, busy=True)) is not None:
                             used.append(ix)
+
+                try:
+                    await anyio.to_thread.run_sync(start_indexes)
                 except BaseException:
                     if lease.claim():
                         lease.release()
