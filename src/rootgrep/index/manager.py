@@ -691,8 +691,9 @@ class IndexManager:
         self, root: Root, progress: Callable[[int, int | None, str], None] | None = None
     ) -> SyncStats:
         """A full sync now (creating the index if needed), reporting progress."""
-        ix = self._roots.get(root.path) or self.activate(root, 0, background=True)
-        # (a nested root shares its outer root's index: that one is re-synced)
+        # (a use without an owner: it does not keep the index beyond the idle time; a nested
+        # root shares its outer root's index, and that one is re-synced)
+        ix = self.use(root)
         if ix is None:
             raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
         deadline = time.monotonic() + 3600
