@@ -225,6 +225,7 @@ class IndexManager:
             return None
         identity = root.fs.identity()
         stale: Indexed | None = None
+        previous: Indexed | None = None
         with self._lock:
             ix = self._roots.get(root.path)
             if ix is not None and ix.identity != identity:
@@ -238,31 +239,33 @@ class IndexManager:
                 if listener is not None and not ix.built.is_set():
                     ix.listeners.append(listener)
                 return ix
+            if stale is not None:  # (whatever serves the root now: it lets go first)
+                self._leaving[root.path] = stale
             view = self._share(root, identity)
             if view is not None:
-                outer = view.outer
+                ix = view.outer
                 if owner == TRANSIENT:  # (kept alive as a use of the outer index itself)
-                    outer.users.add(TRANSIENT)
+                    ix.users.add(TRANSIENT)
                 else:
                     view.owners.add(owner)
-                    outer.users.add(view.key)
-                self._used(outer, owner, busy)
-                return outer
-            fs = Beneath(
-                os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
-                symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
-            )  # fmt: skip
-            ix = Indexed(root.path, fs, identity=identity, users={owner})
-            self._used(ix, owner, busy)
-            if listener is not None:
-                ix.listeners.append(listener)
-            self._roots[root.path] = ix
-            if stale is not None:  # (the new index starts once the old one let go)
-                self._leaving[root.path] = stale
-            previous = self._leaving.get(root.path)
-        if stale is not None:
+                    ix.users.add(view.key)
+                self._used(ix, owner, busy)
+            else:
+                fs = Beneath(
+                    os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
+                    symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
+                )  # fmt: skip
+                ix = Indexed(root.path, fs, identity=identity, users={owner})
+                self._used(ix, owner, busy)
+                if listener is not None:
+                    ix.listeners.append(listener)
+                self._roots[root.path] = ix
+                previous = self._leaving.get(root.path)  # (it starts once that one let go)
+        if stale is not None:  # (stopped also when a view of an outer index serves the root)
             log.info("%r names another directory now; its old index is dropped", root.path)
             self._stop(stale, wait=False)
+        if view is not None:
+            return ix
         t = threading.Thread(
             target=self._run_after, args=(previous, ix), name="rootgrep-index", daemon=True
         )
@@ -690,11 +693,21 @@ class IndexManager:
     def reindex(
         self, root: Root, progress: Callable[[int, int | None, str], None] | None = None
     ) -> SyncStats:
-        """A full sync now (creating the index if needed), reporting progress."""
-        ix = self._roots.get(root.path) or self.activate(root, 0, background=True)
-        # (a nested root shares its outer root's index: that one is re-synced)
+        """A full sync now (creating the index if needed), reporting progress. The call
+        uses the index without owning it (``use``): one it creates, or one whose owners let
+        it go, stops ``idle_seconds`` after the call, and it is always the index of the very
+        directory ``root`` pins (a nested root's: its outer root's index, re-synced)."""
+        ix = self.use(root, busy=True)
         if ix is None:
             raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
+        try:
+            return self._reindex(ix, progress)
+        finally:
+            self.leave(ix)
+
+    def _reindex(
+        self, ix: Indexed, progress: Callable[[int, int | None, str], None] | None
+    ) -> SyncStats:
         deadline = time.monotonic() + 3600
         while ix.index is None and time.monotonic() < deadline and ix.state != "off":
             time.sleep(0.01)

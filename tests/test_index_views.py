@@ -1,0 +1,109 @@
+"""Adversarial tests of nested-root views of an outer index (issue 8, items 8, 11, 15): a
+directory swapped in under a nested root, symlinks planted on a nested root's way, and
+``reindex`` of a nested root must neither leak indexes (threads, watches, fds) nor make
+indexed grep lose files. Real trees in tmp dirs; waits are hang guards only."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rootgrep.index.manager import IndexManager, Indexed
+from rootgrep.roots import Root, pin_root
+from rootgrep.service import Service, Settings, Token
+
+MARK = "needle_r1_marker"
+
+
+def wait_until(pred: Callable[[], bool], seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds  # a hang guard
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def index_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name in ("rootgrep-index", "rootgrep-watch"))
+
+
+def tree(top: Path) -> Path:
+    """``top/sub`` holding a few files with MARK; ``top`` one of its own."""
+    (top / "sub" / "deep").mkdir(parents=True)
+    (top / "own.txt").write_text(f"{MARK} outer\n")
+    for i in range(5):
+        (top / "sub" / f"f{i}.txt").write_text(f"{MARK} {i}\n")
+    (top / "sub" / "deep" / "d.txt").write_text(f"{MARK} deep\n")
+    return top / "sub"
+
+
+def test_a_nested_root_swapped_between_sessions_never_leaks_an_index(tmp_path: Path) -> None:
+    """Session 1 pins ``top/sub`` (directory A) before ``top`` is indexed: A gets its own
+    index. ``top/sub`` is then replaced by directory B and session 2 announces it: B is a view
+    of ``top``'s index, and A's index (another directory at that path) is dropped. Calls of
+    the two sessions alternating must not leave one stopped-but-running index per call."""
+    top = tmp_path / "top"
+    sub = tree(top)
+    manager = IndexManager(str(tmp_path / "cache"))
+    roots: list[Root] = []
+    try:
+        old = pin_root(str(sub))
+        roots.append(old)
+        a = manager.activate(old, 1)
+        assert a is not None and manager.wait_built(old.path, 60)
+        outer = pin_root(str(top))
+        roots.append(outer)
+        manager.activate(outer, 1)
+        assert manager.wait_built(outer.path, 60)
+        os.rename(sub, tmp_path / "moved_away")  # A leaves; B takes its path
+        sub.mkdir()
+        (sub / "b.txt").write_text(f"{MARK} b\n")
+        new = pin_root(str(sub))
+        roots.append(new)
+        seen: list[Indexed] = [a]
+        for _ in range(4):  # the two sessions' calls alternate (every call activates)
+            assert manager.activate(new, 2) is manager.get(outer.path)  # B: a view of top
+            got = manager.activate(old, 1)  # A again: its own index (not a view any more)
+            assert got is not None and got not in seen
+            seen.append(got)
+        # every index of A but the current one was dropped: each must stop and let go
+        current = manager.get(old.path)
+        for ix in seen:
+            if ix is not current:
+                assert ix.reaped.wait(60), "a dropped index was never stopped"
+                assert ix.stop.is_set() and ix.index is None and ix.watcher is None
+        manager.release(old.path, 1, wait=True)
+        manager.release(new.path, 2, wait=True)
+        manager.release(outer.path, 1, wait=True)
+        wait_until(lambda: index_threads() == 0)
+    finally:
+        manager.close()
+        for r in roots:
+            r.close()
+
+
+def test_reindex_of_a_nested_root_never_keeps_the_outer_index_for_good(tmp_path: Path) -> None:
+    """``reindex`` naming a nested root (a view of its outer root's index) re-syncs the outer
+    index; it must not make the process an owner of it: once the session lets both roots go
+    (and the idle time passes), the outer index is stopped like any other."""
+    top = tmp_path / "top"
+    sub = tree(top)
+    manager = IndexManager(str(tmp_path / "cache"), idle_seconds=0.1)
+    outer, inner = pin_root(str(top)), pin_root(str(sub))
+    try:
+        ix = manager.activate(outer, 5)
+        assert ix is not None and manager.wait_built(outer.path, 60)
+        assert manager.activate(inner, 5) is ix  # a view
+        service = Service([], Settings(), indexes=manager)
+        res = service.reindex([outer, inner], Token(), root=inner.id)
+        assert len(res.roots) == 1
+        manager.release(inner.path, 5)
+        manager.release(outer.path, 5)
+        wait_until(lambda: manager.get(outer.path) is None, 60)
+        assert ix.reaped.wait(60) and ix.index is None
+    finally:
+        manager.close()
+        outer.close()
+        inner.close()
