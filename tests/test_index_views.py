@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rootgrep.index.manager import IndexManager, Indexed
+from rootgrep.index.manager import Indexed, IndexManager
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 
