@@ -107,3 +107,73 @@ def test_reindex_of_a_nested_root_never_keeps_the_outer_index_for_good(tmp_path:
         manager.close()
         outer.close()
         inner.close()
+
+
+def relink(top: Path) -> None:
+    """The attack: ``top/real`` (holding the nested root ``real/sub``) is renamed to
+    ``top/other`` and a symlink ``top/real -> other`` put in its place, so the nested root's
+    path still leads to its directory, but only through a link no walk follows."""
+    os.rename(top / "real", top / "other")
+    os.symlink("other", top / "real")
+
+
+def grep_where(service: Service, roots: list[Root], **kw: object) -> list[tuple[str, str]]:
+    res = service.grep(roots, Token(), pattern=MARK, **kw)  # type: ignore[arg-type]
+    return sorted((m.root.name, m.path) for m in res.matches)
+
+
+def test_a_link_on_a_nested_root_s_way_never_makes_indexed_grep_lose_its_files(
+    tmp_path: Path,
+) -> None:
+    """A nested root shares the outer index only while the outer walk reaches its directory
+    at its place. Once that place is reached only through a symlink, the outer index holds
+    nothing there: grep of the nested root must still find every file (it answers live)."""
+    top = tmp_path / "top"
+    tree(top / "real")
+    manager = IndexManager(str(tmp_path / "cache"))
+    outer, inner = pin_root(str(top)), pin_root(str(top / "real" / "sub"))
+    try:
+        ix = manager.activate(outer, 1)
+        assert ix is not None and manager.wait_built(outer.path, 60)
+        assert manager.activate(inner, 1) is ix  # a view of top's index
+        live = Service([], Settings(), indexes=None)
+        service = Service([], Settings(), indexes=manager)
+        want = grep_where(live, [inner])
+        assert len(want) == 6 and grep_where(service, [inner]) == want
+        relink(top)
+        # the watcher folds the rename in: the outer index now has the files at other/sub
+        wait_until(
+            lambda: (
+                ix.index is not None
+                and b"other/sub/f0.txt" in ix.index.entries
+                and b"real/sub/f0.txt" not in ix.index.entries
+                and not ix.dirty_snapshot()
+            )
+        )
+        assert grep_where(live, [inner]) == want
+        assert grep_where(service, [inner]) == want
+    finally:
+        manager.close()
+        outer.close()
+        inner.close()
+
+
+def test_a_nested_root_reached_through_a_link_is_still_reported_once(tmp_path: Path) -> None:
+    """After the same trick, a grep over both roots reports each file of the nested root once,
+    under the nested root (the outer walk leaves out the nested root's directory where it
+    really is, not where its announced path once was)."""
+    top = tmp_path / "top"
+    tree(top / "real")
+    outer, inner = pin_root(str(top)), pin_root(str(top / "real" / "sub"))
+    try:
+        relink(top)
+        live = Service([], Settings(), indexes=None)
+        got = grep_where(live, [outer, inner])
+        assert got == sorted(
+            [("top", "other/own.txt")]
+            + [("sub", f"f{i}.txt") for i in range(5)]
+            + [("sub", "deep/d.txt")]
+        )
+    finally:
+        outer.close()
+        inner.close()

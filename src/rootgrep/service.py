@@ -28,7 +28,7 @@ from pathspec import GitIgnoreSpec
 
 from . import confine
 from .audit import Audit
-from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display, strip_prefix
+from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
 from .errors import (
     EditMismatch,
     IndexUnavailable,
@@ -306,23 +306,19 @@ class Service:
         return [self._locate(roots, tool, "search", path, root)]
 
     def _nested(self, roots: Sequence[Root]) -> dict[bytes, frozenset[bytes]]:
-        """For each root, the root-relative paths of the other effective roots inside it (the
-        very directories, checked by identity beneath it): a search over every root leaves
-        them out, so each file is reported once, under the innermost root holding it."""
+        """For each root, where the other effective roots' directories really are inside it
+        now (root-relative, reached as its walk reaches them: no link on the way, checked by
+        identity), whatever path they were announced by: a search over every root leaves them
+        out, so each file is reported once, under the innermost root holding it."""
         out: dict[bytes, frozenset[bytes]] = {}
         for outer in roots:
             inner: set[bytes] = set()
             for r in roots:
-                rel = strip_prefix(r.path, outer.path) if r is not outer else None
-                if not rel:
+                if r is outer:
                     continue
-                try:
-                    st = outer.fs.stat(rel, follow=False)
-                    same = (st.st_dev, st.st_ino) == r.fs.identity()
-                except (RootgrepError, OSError):
-                    same = False
-                if same:
-                    inner.add(b"/".join(rel))
+                place = outer.fs.place_of(r.fs)
+                if place:
+                    inner.add(b"/".join(place))
             if inner:
                 out[outer.path] = frozenset(inner)
         return out

@@ -125,11 +125,9 @@ def shareable(outer: Beneath, comps: list[bytes], identity: tuple[int, int]) -> 
     the two (its rules would apply to one walk and not to the other)."""
     if not comps or any(c.startswith(b".") for c in comps):
         return False
-    try:
-        st = outer.stat(comps, follow=False)
-    except (OSError, RootgrepError):
-        return False
-    if (st.st_dev, st.st_ino) != identity:
+    # (as the outer walk reaches it: a place reached only through a symlink holds nothing
+    # in the outer index, since no walk follows links)
+    if outer.identity_at(comps) != identity:
         return False
     for i in range(len(comps)):
         for name in IGNORE_FILES:
