@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from rootgrep.index.manager import Indexed, IndexManager
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
@@ -177,3 +179,43 @@ def test_a_nested_root_reached_through_a_link_is_still_reported_once(tmp_path: P
     finally:
         outer.close()
         inner.close()
+
+
+def test_a_reader_never_answers_grep_from_an_index_its_writer_emptied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process following another's index (the writer: a daemon) while that writer empties
+    the index to rebuild it (as a daemon does when it finds another directory at the path
+    or a state that breaks the file-id invariant): until the rebuild is committed, grep in
+    the follower must not answer from the emptied index (it answers live, exactly)."""
+    from rootgrep.index import manager as manager_mod
+    from rootgrep.index.store import RootIndex
+
+    monkeypatch.setattr(manager_mod, "TAKEOVER_SECONDS", 3600.0)  # the writer stays writer
+    top = tmp_path / "top"
+    tree(top)
+    cache = str(tmp_path / "cache")
+    r = pin_root(str(top))
+    writer = RootIndex(cache, r.path, hold_writer=True, identity=r.fs.identity())
+    manager = IndexManager(cache)
+    try:
+        writer.sync(r.fs)
+        ix = manager.activate(r, 0)
+        assert ix is not None
+        wait_until(lambda: ix.role == "reader" and ix.state == "ready")
+        live = Service([], Settings(), indexes=None)
+        service = Service([], Settings(), indexes=manager)
+        want = grep_where(live, [r])
+        assert len(want) == 7 and grep_where(service, [r]) == want
+        with writer._sync_lock:  # the writing process starts over
+            writer._reset()
+        wait_until(lambda: ix.index is not None and ix.index.synced_at is None)
+        assert grep_where(service, [r]) == want
+        writer.sync(r.fs)  # its rebuild lands: the follower answers from the index again
+        wait_until(lambda: ix.index is not None and ix.index.ready and ix.state == "ready")
+        res = service.grep([r], Token(), pattern=MARK)
+        assert res.index_used and sorted((m.root.name, m.path) for m in res.matches) == want
+    finally:
+        manager.close()
+        writer.close()
+        r.close()

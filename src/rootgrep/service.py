@@ -260,7 +260,10 @@ class Service:
         if found is None:
             return None
         ix = found[0]
-        if ix.state != "ready" or ix.index is None or not ix.answers_exactly():
+        store = ix.index
+        # (the store's own word too: a writing process that emptied the index to rebuild it
+        # leaves a follower "ready" until it notices; an empty or pending state never answers)
+        if ix.state != "ready" or store is None or not store.ready or not ix.answers_exactly():
             return None
         return found
 

@@ -533,6 +533,8 @@ class IndexManager:
             if index.ready:
                 ix.state = self._fresh(ix)
                 ix.built.set()
+            elif ix.state in ("ready", "stale"):  # the writer emptied it to rebuild: not yet
+                ix.state = "building"
             with ix.lock:
                 pending = set(ix.dirty)
                 ix.marked.clear()

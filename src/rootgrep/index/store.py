@@ -272,6 +272,10 @@ class RootIndex:
             self.folder.remove(STATE_FILE)
         fresh = fresh or stale
         self.index = Index(self.schema, path=self._tantivy_path, reuse=True)
+        # searchers move only with ``reload`` (under the lock, with the state that names the
+        # documents: a file id is only ever read with the state it belongs to), never on
+        # their own as a commit (this process's or another's) lands
+        self.index.config_reader(reload_policy="Manual")
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
         self._load_state()
@@ -431,15 +435,17 @@ class RootIndex:
                 return self._sync_locked(fs, None, progress, cancelled)
 
     def _reset(self) -> None:
-        """Empty the index and its state (under the sync lock): the next sync rebuilds."""
+        """Empty the index and its state (under the sync lock): the next sync rebuilds. The
+        empty state is written first: a process following this index then never holds the
+        old state (ready) with an emptied searcher."""
         writer = self._acquire_writer()
         try:
+            self._save_state({}, None)
             writer.delete_all_documents()
             writer.commit()
         finally:
             if self._writer is None:
                 writer.wait_merging_threads()
-        self._save_state({}, None)
         with self._lock:
             self.index.reload()
             self.entries, self.paths, self.synced_at = {}, {}, None
