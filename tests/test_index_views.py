@@ -219,3 +219,38 @@ def test_a_reader_never_answers_grep_from_an_index_its_writer_emptied(
         manager.close()
         writer.close()
         r.close()
+
+
+def test_a_view_and_an_own_index_at_one_path_are_both_let_go(tmp_path: Path) -> None:
+    """After the swap of the first test, session 2 holds ``top/sub`` (B) as a view of
+    ``top``'s index while session 1 holds the same path (A, moved away) in an index of its
+    own. Session 2 letting go first must release its view (not session 1's index): once
+    everyone let go, ``top``'s index stops too."""
+    top = tmp_path / "top"
+    sub = tree(top)
+    manager = IndexManager(str(tmp_path / "cache"))
+    old = pin_root(str(sub))
+    outer = pin_root(str(top))
+    new: Root | None = None
+    try:
+        manager.activate(old, 1)
+        assert manager.wait_built(old.path, 60)
+        ix = manager.activate(outer, 1)
+        assert ix is not None and manager.wait_built(outer.path, 60)
+        os.rename(sub, tmp_path / "moved_away")
+        sub.mkdir()
+        new = pin_root(str(sub))
+        assert manager.activate(new, 2) is ix  # B: a view of top
+        own = manager.activate(old, 1)  # A: an index of its own, at the same path
+        assert own is not None and own is not ix
+        manager.release(new.path, 2, wait=True)  # session 2 goes first
+        assert manager.get(old.path) is own and own.state != "off"  # session 1's stays
+        manager.release(old.path, 1, wait=True)
+        manager.release(outer.path, 1, wait=True)
+        assert manager.get(outer.path) is None and ix.reaped.is_set()
+        wait_until(lambda: index_threads() == 0)
+    finally:
+        manager.close()
+        for r in (old, outer, new):
+            if r is not None:
+                r.close()

@@ -293,7 +293,9 @@ class IndexManager:
         with self._lock:
             key: object = owner
             view = self._views.get(root_path)
-            if view is not None and root_path not in self._roots:
+            # (a view and an index of its own may both stand at one path: another session
+            # holds another directory there; each owner lets go of the one it holds)
+            if view is not None and (owner in view.owners or root_path not in self._roots):
                 view.owners.discard(owner)
                 if view.owners:
                     return
