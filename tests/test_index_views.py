@@ -254,3 +254,37 @@ def test_a_view_and_an_own_index_at_one_path_are_both_let_go(tmp_path: Path) -> 
         for r in (old, outer, new):
             if r is not None:
                 r.close()
+
+
+def test_a_nested_root_whose_view_no_longer_fits_gets_searchable_again(tmp_path: Path) -> None:
+    """A nested root is a view of ``top``'s index; then an ignore file appears in ``top``
+    (its rules would apply to ``top``'s walk only): the view no longer holds the nested
+    root's files exactly. ``search`` of the nested root must not stay empty for good: the
+    nested root gets an index of its own."""
+    top = tmp_path / "top"
+    sub = tree(top)
+    manager = IndexManager(str(tmp_path / "cache"), idle_seconds=0.1)  # (search uses)
+    outer, inner = pin_root(str(top)), pin_root(str(sub))
+    try:
+        ix = manager.activate(outer, 1)
+        assert ix is not None and manager.wait_built(outer.path, 60)
+        assert manager.activate(inner, 1) is ix
+        service = Service([], Settings(), indexes=manager)
+
+        def found() -> list[str]:
+            manager.activate(inner, 1)  # (as every call of the session does)
+            res = service.search([inner], Token(), query=MARK)
+            return sorted(h.path for h in res.results)
+
+        want = sorted([f"f{i}.txt" for i in range(5)] + ["deep/d.txt"])
+        assert found() == want
+        (top / ".gitignore").write_text("*.log\n")
+        wait_until(lambda: found() == want)
+        assert grep_where(service, [inner]) == [("sub", p) for p in want]
+        manager.release(inner.path, 1, wait=True)
+        manager.release(outer.path, 1, wait=True)
+        wait_until(lambda: index_threads() == 0)
+    finally:
+        manager.close()
+        outer.close()
+        inner.close()

@@ -169,6 +169,7 @@ class IndexManager:
             self._hidden = hide_if_present(self.cache_dir)
         self._roots: dict[bytes, Indexed] = {}
         self._views: dict[bytes, View] = {}  # nested roots served by an outer root's index
+        self._detached: list[Indexed] = []  # outer indexes only an ended view held: to stop
         self._lock = threading.Lock()
         self._builds = threading.Semaphore(1)  # one full build at a time: they compete for I/O
         self.idle_seconds = idle_seconds
@@ -259,9 +260,12 @@ class IndexManager:
                     ix.listeners.append(listener)
                 self._roots[root.path] = ix
                 previous = self._leaving.get(root.path)  # (it starts once that one let go)
+            detached, self._detached = self._detached, []
         if stale is not None:  # (stopped also when a view of an outer index serves the root)
             log.info("%r names another directory now; its old index is dropped", root.path)
             self._stop(stale, wait=False)
+        for unused in detached:
+            self._stop(unused, wait=False)
         if view is not None:
             return ix
         t = threading.Thread(
@@ -317,7 +321,18 @@ class IndexManager:
         that holds it exactly."""
         view = self._views.get(root.path)
         if view is not None and view.identity == identity and not view.outer.stop.is_set():
-            return view
+            if shareable(view.outer.fs, view.prefix.split(b"/"), identity):
+                return view
+            # the outer index no longer holds exactly its files (an ignore file appeared on
+            # the way, a link, ...): the view ends, and the root gets an index of its own
+            # (else it would be answered live, and never by search, for as long as it lasts)
+            del self._views[root.path]
+            outer = view.outer
+            outer.users.discard(view.key)
+            if not outer.users and self._roots.get(outer.root_path) is outer:
+                del self._roots[outer.root_path]
+                self._leaving[outer.root_path] = outer
+                self._detached.append(outer)
         for outer in sorted(self._roots.values(), key=lambda o: len(o.root_path)):
             comps = strip_prefix(root.path, outer.root_path)
             if comps and not outer.stop.is_set() and shareable(outer.fs, comps, identity):
