@@ -288,3 +288,45 @@ def test_a_nested_root_whose_view_no_longer_fits_gets_searchable_again(tmp_path:
         manager.close()
         outer.close()
         inner.close()
+
+
+def test_a_reader_taking_over_binds_the_index_to_its_own_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer of an index (a daemon) restarts for another directory found at the path,
+    writes its manifest (bound to that directory) and dies before anything else. The
+    follower that takes over writes its own directory's files into the index: the manifest
+    must then name the follower's directory, never the other one (a process of that other
+    directory would take these files for its own)."""
+    from rootgrep.index import manager as manager_mod
+    from rootgrep.index.store import RootIndex
+
+    monkeypatch.setattr(manager_mod, "TAKEOVER_SECONDS", 0.05)
+    top = tmp_path / "top"
+    tree(top)
+    cache = str(tmp_path / "cache")
+    r = pin_root(str(top))
+    writer = RootIndex(cache, r.path, hold_writer=True, identity=r.fs.identity())
+    manager = IndexManager(cache)
+    try:
+        writer.sync(r.fs)
+        ix = manager.activate(r, 0)
+        assert ix is not None
+        wait_until(lambda: ix.role == "reader" and ix.state == "ready")
+        other = (r.fs.identity()[0], r.fs.identity()[1] + 1_000_003)  # another directory
+        writer.identity = other
+        writer._write_manifest()  # as the restarted writer does first...
+        writer.close()  # ...and it dies
+        wait_until(lambda: ix.role == "writer" and ix.state == "ready")
+        (top / "late.txt").write_text(f"{MARK} late\n")
+        wait_until(lambda: ix.index is not None and b"late.txt" in ix.index.entries)
+        assert ix.index is not None and ix.index._bound_identity() == r.fs.identity()
+        # a process of the other directory never takes these files for its own
+        theirs = RootIndex(cache, r.path, identity=other)
+        try:
+            assert theirs.entries == {}
+        finally:
+            theirs.close()
+    finally:
+        manager.close()
+        r.close()

@@ -424,6 +424,15 @@ class RootIndex:
         Invariant, checked before every state write: one path per file id. Should a sync
         ever break it, nothing is committed; the index is emptied and rebuilt in full."""
         with self._sync_lock:
+            if self.identity is not None and self._bound_identity() != self.identity:
+                # another process bound the index to another directory at this path since
+                # it was opened (and stopped writing): this process writes it now, with its
+                # own directory's files, so it empties it and binds it to that directory
+                log.warning("the index in %s was bound to another directory; rebuilding", self.dir)
+                self._reset()
+                self._write_manifest()
+                self.foreign = False
+                only = None
             if self.corrupt:
                 self._reset()
                 only = None
