@@ -314,12 +314,16 @@ class Service:
         identity), whatever path they were announced by: a search over every root leaves them
         out, so each file is reported once, under the innermost root holding it."""
         out: dict[bytes, frozenset[bytes]] = {}
-        for outer in roots:
+        if len(roots) < 2:
+            return out
+        where = [r.fs.where() for r in roots]  # (read once per root, not once per pair)
+        for i, outer in enumerate(roots):
             inner: set[bytes] = set()
-            for r in roots:
-                if r is outer:
+            for j, r in enumerate(roots):
+                here, there = where[i], where[j]
+                if i == j or here is None or there is None:
                     continue
-                place = outer.fs.place_of(r.fs)
+                place = outer.fs.place_of(r.fs, here=here, there=there)
                 if place:
                     inner.add(b"/".join(place))
             if inner:
