@@ -953,6 +953,48 @@ class Beneath:
         finally:
             os.close(fd)
 
+    def identity_at(self, comps: list[bytes]) -> tuple[int, int] | None:
+        """(device, inode) of what ``comps`` names, reached as a walk reaches it: no symlink
+        followed on the way or at the end (None when a walk would not get there). A path
+        that leads somewhere only through a link is not where a walk finds that directory."""
+        try:
+            fd = self.open(comps, _O_PATH, follow=False, no_symlinks=True)
+        except (OSError, RootgrepError):
+            return None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return st.st_dev, st.st_ino
+
+    def where(self) -> bytes | None:
+        """The absolute path the pinned directory has now (read back from its fd: it may
+        have moved since it was pinned); None when unknown."""
+        try:
+            return os.fsencode(os.readlink(f"/proc/self/fd/{self.fd}"))
+        except OSError:
+            return None
+
+    def place_of(
+        self, other: Beneath, *, here: bytes | None = None, there: bytes | None = None
+    ) -> list[bytes] | None:
+        """Where the directory ``other`` pins really is beneath this root now (not where its
+        announced path once led): its components, as a walk of this root reaches it (no link
+        on the way, the very directory by identity); None when it is not strictly beneath.
+        ``here`` and ``there``: the two ``where()`` when the caller already has them."""
+        here = here if here is not None else self.where()
+        there = there if there is not None else other.where()
+        if here is None or there is None:
+            return None
+        comps = strip_prefix(there, here)
+        if not comps:
+            return None
+        try:
+            wanted = other.identity()
+        except OSError:
+            return None
+        return comps if self.identity_at(comps) == wanted else None
+
     def real_components(self, comps: list[bytes]) -> list[bytes]:
         """Where ``comps`` really is below the root, links resolved (read back from an fd)."""
         fd = self.open(comps, _O_PATH)

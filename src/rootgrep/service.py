@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from . import confine
 from .audit import Audit
-from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display, strip_prefix
+from .confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
 from .errors import (
     EditMismatch,
     IndexUnavailable,
@@ -260,7 +260,10 @@ class Service:
         if found is None:
             return None
         ix = found[0]
-        if ix.state != "ready" or ix.index is None or not ix.answers_exactly():
+        store = ix.index
+        # (the store's own word too: a writing process that emptied the index to rebuild it
+        # leaves a follower "ready" until it notices; an empty or pending state never answers)
+        if ix.state != "ready" or store is None or not store.ready or not ix.answers_exactly():
             return None
         return found
 
@@ -306,23 +309,23 @@ class Service:
         return [self._locate(roots, tool, "search", path, root)]
 
     def _nested(self, roots: Sequence[Root]) -> dict[bytes, frozenset[bytes]]:
-        """For each root, the root-relative paths of the other effective roots inside it (the
-        very directories, checked by identity beneath it): a search over every root leaves
-        them out, so each file is reported once, under the innermost root holding it."""
+        """For each root, where the other effective roots' directories really are inside it
+        now (root-relative, reached as its walk reaches them: no link on the way, checked by
+        identity), whatever path they were announced by: a search over every root leaves them
+        out, so each file is reported once, under the innermost root holding it."""
         out: dict[bytes, frozenset[bytes]] = {}
-        for outer in roots:
+        if len(roots) < 2:
+            return out
+        where = [r.fs.where() for r in roots]  # (read once per root, not once per pair)
+        for i, outer in enumerate(roots):
             inner: set[bytes] = set()
-            for r in roots:
-                rel = strip_prefix(r.path, outer.path) if r is not outer else None
-                if not rel:
+            for j, r in enumerate(roots):
+                here, there = where[i], where[j]
+                if i == j or here is None or there is None:
                     continue
-                try:
-                    st = outer.fs.stat(rel, follow=False)
-                    same = (st.st_dev, st.st_ino) == r.fs.identity()
-                except (RootgrepError, OSError):
-                    same = False
-                if same:
-                    inner.add(b"/".join(rel))
+                place = outer.fs.place_of(r.fs, here=here, there=there)
+                if place:
+                    inner.add(b"/".join(place))
             if inner:
                 out[outer.path] = frozenset(inner)
         return out

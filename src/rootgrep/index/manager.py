@@ -125,11 +125,9 @@ def shareable(outer: Beneath, comps: list[bytes], identity: tuple[int, int]) -> 
     the two (its rules would apply to one walk and not to the other)."""
     if not comps or any(c.startswith(b".") for c in comps):
         return False
-    try:
-        st = outer.stat(comps, follow=False)
-    except (OSError, RootgrepError):
-        return False
-    if (st.st_dev, st.st_ino) != identity:
+    # (as the outer walk reaches it: a place reached only through a symlink holds nothing
+    # in the outer index, since no walk follows links)
+    if outer.identity_at(comps) != identity:
         return False
     for i in range(len(comps)):
         for name in IGNORE_FILES:
@@ -171,6 +169,7 @@ class IndexManager:
             self._hidden = hide_if_present(self.cache_dir)
         self._roots: dict[bytes, Indexed] = {}
         self._views: dict[bytes, View] = {}  # nested roots served by an outer root's index
+        self._detached: list[Indexed] = []  # outer indexes only an ended view held: to stop
         self._lock = threading.Lock()
         self._builds = threading.Semaphore(1)  # one full build at a time: they compete for I/O
         self.idle_seconds = idle_seconds
@@ -225,6 +224,7 @@ class IndexManager:
             return None
         identity = root.fs.identity()
         stale: Indexed | None = None
+        previous: Indexed | None = None
         with self._lock:
             ix = self._roots.get(root.path)
             if ix is not None and ix.identity != identity:
@@ -238,31 +238,36 @@ class IndexManager:
                 if listener is not None and not ix.built.is_set():
                     ix.listeners.append(listener)
                 return ix
+            if stale is not None:  # (whatever serves the root now: it lets go first)
+                self._leaving[root.path] = stale
             view = self._share(root, identity)
             if view is not None:
-                outer = view.outer
+                ix = view.outer
                 if owner == TRANSIENT:  # (kept alive as a use of the outer index itself)
-                    outer.users.add(TRANSIENT)
+                    ix.users.add(TRANSIENT)
                 else:
                     view.owners.add(owner)
-                    outer.users.add(view.key)
-                self._used(outer, owner, busy)
-                return outer
-            fs = Beneath(
-                os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
-                symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
-            )  # fmt: skip
-            ix = Indexed(root.path, fs, identity=identity, users={owner})
-            self._used(ix, owner, busy)
-            if listener is not None:
-                ix.listeners.append(listener)
-            self._roots[root.path] = ix
-            if stale is not None:  # (the new index starts once the old one let go)
-                self._leaving[root.path] = stale
-            previous = self._leaving.get(root.path)
-        if stale is not None:
+                    ix.users.add(view.key)
+                self._used(ix, owner, busy)
+            else:
+                fs = Beneath(
+                    os.dup(root.fs.fd), root.path, aliases=root.fs.aliases,
+                    symlinks=root.fs.symlinks, use_openat2=root.fs.use_openat2,
+                )  # fmt: skip
+                ix = Indexed(root.path, fs, identity=identity, users={owner})
+                self._used(ix, owner, busy)
+                if listener is not None:
+                    ix.listeners.append(listener)
+                self._roots[root.path] = ix
+                previous = self._leaving.get(root.path)  # (it starts once that one let go)
+            detached, self._detached = self._detached, []
+        if stale is not None:  # (stopped also when a view of an outer index serves the root)
             log.info("%r names another directory now; its old index is dropped", root.path)
             self._stop(stale, wait=False)
+        for unused in detached:
+            self._stop(unused, wait=False)
+        if view is not None:
+            return ix
         t = threading.Thread(
             target=self._run_after, args=(previous, ix), name="rootgrep-index", daemon=True
         )
@@ -292,7 +297,9 @@ class IndexManager:
         with self._lock:
             key: object = owner
             view = self._views.get(root_path)
-            if view is not None and root_path not in self._roots:
+            # (a view and an index of its own may both stand at one path: another session
+            # holds another directory there; each owner lets go of the one it holds)
+            if view is not None and (owner in view.owners or root_path not in self._roots):
                 view.owners.discard(owner)
                 if view.owners:
                     return
@@ -314,7 +321,18 @@ class IndexManager:
         that holds it exactly."""
         view = self._views.get(root.path)
         if view is not None and view.identity == identity and not view.outer.stop.is_set():
-            return view
+            if shareable(view.outer.fs, view.prefix.split(b"/"), identity):
+                return view
+            # the outer index no longer holds exactly its files (an ignore file appeared on
+            # the way, a link, ...): the view ends, and the root gets an index of its own
+            # (else it would be answered live, and never by search, for as long as it lasts)
+            del self._views[root.path]
+            outer = view.outer
+            outer.users.discard(view.key)
+            if not outer.users and self._roots.get(outer.root_path) is outer:
+                del self._roots[outer.root_path]
+                self._leaving[outer.root_path] = outer
+                self._detached.append(outer)
         for outer in sorted(self._roots.values(), key=lambda o: len(o.root_path)):
             comps = strip_prefix(root.path, outer.root_path)
             if comps and not outer.stop.is_set() and shareable(outer.fs, comps, identity):
@@ -532,6 +550,8 @@ class IndexManager:
             if index.ready:
                 ix.state = self._fresh(ix)
                 ix.built.set()
+            elif ix.state in ("ready", "stale"):  # the writer emptied it to rebuild: not yet
+                ix.state = "building"
             with ix.lock:
                 pending = set(ix.dirty)
                 ix.marked.clear()
@@ -690,12 +710,21 @@ class IndexManager:
     def reindex(
         self, root: Root, progress: Callable[[int, int | None, str], None] | None = None
     ) -> SyncStats:
-        """A full sync now (creating the index if needed), reporting progress."""
-        # (a use without an owner: it does not keep the index beyond the idle time; a nested
-        # root shares its outer root's index, and that one is re-synced)
-        ix = self.use(root)
+        """A full sync now (creating the index if needed), reporting progress. The call
+        uses the index without owning it (``use``): one it creates, or one whose owners let
+        it go, stops ``idle_seconds`` after the call, and it is always the index of the very
+        directory ``root`` pins (a nested root's: its outer root's index, re-synced)."""
+        ix = self.use(root, busy=True)
         if ix is None:
             raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
+        try:
+            return self._reindex(ix, progress)
+        finally:
+            self.leave(ix)
+
+    def _reindex(
+        self, ix: Indexed, progress: Callable[[int, int | None, str], None] | None
+    ) -> SyncStats:
         deadline = time.monotonic() + 3600
         while ix.index is None and time.monotonic() < deadline and ix.state != "off":
             time.sleep(0.01)

@@ -272,6 +272,10 @@ class RootIndex:
             self.folder.remove(STATE_FILE)
         fresh = fresh or stale
         self.index = Index(self.schema, path=self._tantivy_path, reuse=True)
+        # searchers move only with ``reload`` (under the lock, with the state that names the
+        # documents: a file id is only ever read with the state it belongs to), never on
+        # their own as a commit (this process's or another's) lands
+        self.index.config_reader(reload_policy="Manual")
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
         self._load_state()
@@ -420,6 +424,15 @@ class RootIndex:
         Invariant, checked before every state write: one path per file id. Should a sync
         ever break it, nothing is committed; the index is emptied and rebuilt in full."""
         with self._sync_lock:
+            if self.identity is not None and self._bound_identity() != self.identity:
+                # another process bound the index to another directory at this path since
+                # it was opened (and stopped writing): this process writes it now, with its
+                # own directory's files, so it empties it and binds it to that directory
+                log.warning("the index in %s was bound to another directory; rebuilding", self.dir)
+                self._reset()
+                self._write_manifest()
+                self.foreign = False
+                only = None
             if self.corrupt:
                 self._reset()
                 only = None
@@ -431,15 +444,17 @@ class RootIndex:
                 return self._sync_locked(fs, None, progress, cancelled)
 
     def _reset(self) -> None:
-        """Empty the index and its state (under the sync lock): the next sync rebuilds."""
+        """Empty the index and its state (under the sync lock): the next sync rebuilds. The
+        empty state is written first: a process following this index then never holds the
+        old state (ready) with an emptied searcher."""
         writer = self._acquire_writer()
         try:
+            self._save_state({}, None)
             writer.delete_all_documents()
             writer.commit()
         finally:
             if self._writer is None:
                 writer.wait_merging_threads()
-        self._save_state({}, None)
         with self._lock:
             self.index.reload()
             self.entries, self.paths, self.synced_at = {}, {}, None
