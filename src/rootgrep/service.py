@@ -263,7 +263,11 @@ class Service:
         store = ix.index
         # (the store's own word too: a writing process that emptied the index to rebuild it
         # leaves a follower "ready" until it notices; an empty or pending state never answers)
-        if ix.state != "ready" or store is None or not store.ready or not ix.answers_exactly():
+        if ix.state != "ready" or store is None or not store.ready:
+            return None
+        # every change finished before this call reaches the dirty set first (the watcher's
+        # reader may not have read it yet); then the index plus that set are the answer
+        if not ix.catch_up() or not ix.answers_exactly():
             return None
         return found
 

@@ -95,6 +95,17 @@ class Indexed:
         with self.lock:
             return not any(p.rpartition(b"/")[2] in IGNORE_FILES for p in self.dirty)
 
+    def catch_up(self) -> bool:
+        """Before a query answers from this index: every change the kernel reported before
+        now is in the dirty set (the shared reader may not have read it yet: a file written
+        just before a grep would otherwise be missed). False when that could not be made
+        sure: then grep scans live. (The ``watchfiles`` fallback has no such barrier: there
+        it is best effort, a few milliseconds behind.)"""
+        w = self.watcher
+        if w is None:
+            return True
+        return w.inotify.drain() and w.deliver(wait=True)
+
     def mark(self, paths: set[bytes]) -> None:
         """The watcher saw these paths change: dirty until a fold that started after now."""
         with self.lock:

@@ -55,6 +55,8 @@ _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (t
 DEBOUNCE_SECONDS = 0.01  # after the first event, gather what follows this closely
 MAX_GATHER_SECONDS = 0.1  # but never longer (a file written without pause must not hold us)
 POLL_SECONDS = 0.05  # a shared instance's reader looks at its stop flag this often
+DRAIN_READS = 64  # reads of up to 64 KiB a query's catch-up makes at most (then: live grep)
+DELIVER_WAIT_SECONDS = 1.0  # how long a query's catch-up waits for a running walk of its root
 
 
 class Inotify:
@@ -70,6 +72,9 @@ class Inotify:
     def __init__(self) -> None:
         self.fd = confine.inotify_open()
         self.lock = threading.Lock()  # routes, and each watcher's directories
+        # held over each read of the fd and the routing of what it gave: whoever waits for it
+        # knows every event the kernel had queued before is routed (see ``drain``)
+        self.read_lock = threading.Lock()
         self.routes: dict[int, dict[TreeWatcher, bytes]] = {}  # wd -> watcher -> directory
         self.watchers: list[TreeWatcher] = []
         self.events = 0  # raw events read
@@ -121,17 +126,34 @@ class Inotify:
         wait = timeout
         deadline: float | None = None
         while p.poll(wait * 1000):
-            try:
-                data = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
+            if not self._read_once():
                 break
-            self._route(data)
             now = time.monotonic()
             if deadline is None:
                 deadline = now + MAX_GATHER_SECONDS
             if now >= deadline:
                 break
             wait = min(DEBOUNCE_SECONDS, deadline - now)
+
+    def _read_once(self) -> bool:
+        """Read what the fd holds and route it; False when it held nothing."""
+        with self.read_lock:
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return False
+            self._route(data)
+            return True
+
+    def drain(self) -> bool:
+        """Route every event the kernel queued before this call (from any thread): a change
+        finished before a query is then seen by it, not a poll later. Events are queued by
+        the very syscall that makes the change, so nothing finished before is left out.
+        False when that could not be done within ``DRAIN_READS`` reads (a writer that never
+        stops must not hold a query)."""
+        if self.fd < 0:
+            return False
+        return any(not self._read_once() for _ in range(DRAIN_READS))  # (an empty read: done)
 
     def _route(self, data: bytes) -> None:
         off = 0
@@ -325,18 +347,19 @@ class TreeWatcher:
         with self.lock:
             return self._settle()
 
-    def deliver(self) -> None:
+    def deliver(self, *, wait: bool = False) -> bool:
         """(A shared instance's reader.) Hand the sink what the routed events name, once any
-        came; later if a walk of this root runs right now (never wait for it)."""
+        came; later if a walk of this root runs right now (never wait for it, unless
+        ``wait``: a query that must see every change finished before it)."""
         if not (self._marks or self._gone or self._fresh or self.overflowed) and (
             not self.incomplete or self._told_incomplete
         ):
-            return
-        if not self.lock.acquire(blocking=False):
-            return
+            return True
+        if not self.lock.acquire(blocking=wait, timeout=DELIVER_WAIT_SECONDS if wait else -1):
+            return False
         try:
             if self.closed:
-                return
+                return False
             marks = self._settle()
             lost, self.overflowed = self.overflowed, False
             self._told_incomplete = self.incomplete
@@ -347,6 +370,8 @@ class TreeWatcher:
                 self.sink(marks, lost)
             except Exception:
                 log.exception("a watcher's sink failed")
+                return False
+        return True
 
     def _settle(self) -> set[bytes]:
         with self.inotify.lock:
