@@ -238,6 +238,7 @@ class RootIndex:
     corrupt: bool = field(init=False, default=False)  # the state broke an invariant
     foreign: bool = field(init=False, default=False)  # its writer indexes another directory
     _writer: Any = field(init=False, default=None)
+    _pending: tuple[dict[bytes, Entry], bool] | None = field(init=False, default=None)
     _order: tuple[dict[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
     )
@@ -391,7 +392,14 @@ class RootIndex:
 
     @property
     def ready(self) -> bool:
-        return self.synced_at is not None and not any(e.pending for e in self.entries.values())
+        """Synced in full at least once, and no entry pending. Asked by every indexed grep:
+        the pending count is made once per generation of ``entries`` (a dict that is
+        replaced, never changed in place), not once per query."""
+        entries = self.entries
+        cached = self._pending
+        if cached is None or cached[0] is not entries:
+            cached = self._pending = (entries, any(e.pending for e in entries.values()))
+        return self.synced_at is not None and not cached[1]
 
     @property
     def size_bytes(self) -> int:
