@@ -89,6 +89,9 @@ WRITE = ToolAnnotations(
 DESTRUCTIVE = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
 )
+OVERWRITE = ToolAnnotations(  # replaces what was there; the same call twice changes nothing more
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
 
 INSTRUCTIONS = """rootgrep searches and reads files inside the client's roots (intersected with
 the operator's). Start with list_roots. grep is exact and exhaustive (literal by default,
@@ -680,7 +683,7 @@ def _register_tools(mcp: RootgrepServer, s: Service) -> None:
 
     # -- write tools: listed only with --allow-write; otherwise a call answers [read_only] --
 
-    @mcp.tool(name="write_file", title="Write a file", annotations=WRITE)
+    @mcp.tool(name="write_file", title="Write a file", annotations=OVERWRITE)
     async def write_file(
         ctx: Context,
         path: str,
@@ -693,7 +696,7 @@ def _register_tools(mcp: RootgrepServer, s: Service) -> None:
         fn = partial(s.write_file, path=path, content=content, root=root, create_only=create_only)
         return await mcp.call(ctx, roots, fn, render_write, write=True)
 
-    @mcp.tool(name="edit_file", title="Edit a file", annotations=WRITE)
+    @mcp.tool(name="edit_file", title="Edit a file", annotations=DESTRUCTIVE)
     async def edit_file(
         ctx: Context,
         path: str,
@@ -733,7 +736,7 @@ def _register_tools(mcp: RootgrepServer, s: Service) -> None:
             ctx, roots, fn, lambda r: f"moved {r.source} -> {r.destination}", write=True
         )
 
-    @mcp.tool(name="copy_path", title="Copy", annotations=WRITE)
+    @mcp.tool(name="copy_path", title="Copy", annotations=OVERWRITE)
     async def copy_path(
         ctx: Context,
         source: str,

@@ -49,8 +49,12 @@ async def test_tool_list_annotations_and_schemas(make_server, proj: Path, mode: 
     async with connect(make_server([proj], allow_write=True), mode) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
     assert set(tools) == READ_TOOLS | WRITE_TOOLS
-    assert tools["delete_path"].annotations.destructive_hint is True
-    assert tools["write_file"].annotations.read_only_hint is False
+    # (SPEC §8: annotations tell the truth; each of these can destroy what a file held)
+    destructive = {n for n, t in tools.items() if t.annotations.destructive_hint}
+    assert destructive == {"write_file", "edit_file", "move_path", "copy_path", "delete_path"}
+    assert all(tools[n].annotations.read_only_hint is False for n in WRITE_TOOLS)
+    assert tools["write_file"].annotations.idempotent_hint is True
+    assert tools["edit_file"].annotations.idempotent_hint is False
 
 
 @pytest.mark.parametrize("mode", MODES)
