@@ -663,7 +663,7 @@ def _register_tools(mcp: RootgrepServer, s: Service) -> None:
         path: str | None = None,
         root: str | None = None,
         max_depth: int = 3,
-        max_entries: int = 2000,
+        max_entries: int = 500,
         roots: CallRoots = None,
     ) -> Annotated[CallToolResult, DirectoryTreeResult]:
         """The files and directories below a directory, nested, to `max_depth` levels, with

@@ -710,7 +710,7 @@ class Service:
         path: str | None = None,
         root: str | None = None,
         max_depth: int = 3,
-        max_entries: int = 2000,
+        max_entries: int = 500,
     ) -> DirectoryTreeResult:
         r, comps = self._locate(roots, "directory_tree", "list", path, root)
         depth = _clamp(max_depth, 1, 20)

@@ -358,3 +358,18 @@ async def test_reindex_of_an_unchanged_tree_reports_its_start_and_end(
     assert progress[0][:2] == (0, None)
     assert progress[-1][:2] == (400, 400)
     assert all(m for _, _, m in progress)
+
+
+async def test_directory_tree_stops_at_500_entries_by_default(make_server, tmp_path: Path) -> None:
+    tree = tmp_path / "wide"
+    for i in range(30):
+        (tree / f"d{i:02}").mkdir(parents=True)
+        for j in range(30):
+            (tree / f"d{i:02}" / f"f{j:02}.txt").write_text("x\n")
+    async with connect(make_server([tree]), "legacy") as c:
+        res = (await c.call_tool("directory_tree", {})).structured_content
+
+    def count(node: dict) -> int:  # type: ignore[type-arg]
+        return sum(1 + count(ch) for ch in node.get("children") or [])
+
+    assert res["truncated"] is True and count(res["tree"]) == 500  # (SPEC §8's default)
