@@ -8,12 +8,15 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from rootgrep.index import manager as manager_mod
 from rootgrep.index.manager import Indexed, IndexManager
+from rootgrep.index.store import RootIndex
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 
@@ -181,17 +184,11 @@ def test_a_nested_root_reached_through_a_link_is_still_reported_once(tmp_path: P
         inner.close()
 
 
-def test_a_reader_never_answers_grep_from_an_index_its_writer_emptied(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A process following another's index (the writer: a daemon) while that writer empties
-    the index to rebuild it (as a daemon does when it finds another directory at the path
-    or a state that breaks the file-id invariant): until the rebuild is committed, grep in
-    the follower must not answer from the emptied index (it answers live, exactly)."""
-    from rootgrep.index import manager as manager_mod
-    from rootgrep.index.store import RootIndex
-
-    monkeypatch.setattr(manager_mod, "TAKEOVER_SECONDS", 3600.0)  # the writer stays writer
+@contextmanager
+def following(tmp_path: Path) -> Iterator[tuple[Root, RootIndex, IndexManager, Indexed]]:
+    """``tmp/top``'s index written by a holder of its writer in this process (as a daemon
+    holds it), and an IndexManager following it as a reader: (root, writer, manager, the
+    follower's index), once the follower is ready."""
     top = tmp_path / "top"
     tree(top)
     cache = str(tmp_path / "cache")
@@ -203,6 +200,22 @@ def test_a_reader_never_answers_grep_from_an_index_its_writer_emptied(
         ix = manager.activate(r, 0)
         assert ix is not None
         wait_until(lambda: ix.role == "reader" and ix.state == "ready")
+        yield r, writer, manager, ix
+    finally:
+        manager.close()
+        writer.close()  # (closing twice is harmless)
+        r.close()
+
+
+def test_a_reader_never_answers_grep_from_an_index_its_writer_emptied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process following another's index (the writer: a daemon) while that writer empties
+    the index to rebuild it (as a daemon does when it finds another directory at the path
+    or a state that breaks the file-id invariant): until the rebuild is committed, grep in
+    the follower must not answer from the emptied index (it answers live, exactly)."""
+    monkeypatch.setattr(manager_mod, "TAKEOVER_SECONDS", 3600.0)  # the writer stays writer
+    with following(tmp_path) as (r, writer, manager, ix):
         live = Service([], Settings(), indexes=None)
         service = Service([], Settings(), indexes=manager)
         want = grep_where(live, [r])
@@ -215,10 +228,6 @@ def test_a_reader_never_answers_grep_from_an_index_its_writer_emptied(
         wait_until(lambda: ix.index is not None and ix.index.ready and ix.state == "ready")
         res = service.grep([r], Token(), pattern=MARK)
         assert res.index_used and sorted((m.root.name, m.path) for m in res.matches) == want
-    finally:
-        manager.close()
-        writer.close()
-        r.close()
 
 
 def test_a_view_and_an_own_index_at_one_path_are_both_let_go(tmp_path: Path) -> None:
@@ -298,21 +307,10 @@ def test_a_reader_taking_over_binds_the_index_to_its_own_directory(
     follower that takes over writes its own directory's files into the index: the manifest
     must then name the follower's directory, never the other one (a process of that other
     directory would take these files for its own)."""
-    from rootgrep.index import manager as manager_mod
-    from rootgrep.index.store import RootIndex
-
     monkeypatch.setattr(manager_mod, "TAKEOVER_SECONDS", 0.05)
-    top = tmp_path / "top"
-    tree(top)
-    cache = str(tmp_path / "cache")
-    r = pin_root(str(top))
-    writer = RootIndex(cache, r.path, hold_writer=True, identity=r.fs.identity())
-    manager = IndexManager(cache)
-    try:
-        writer.sync(r.fs)
-        ix = manager.activate(r, 0)
-        assert ix is not None
-        wait_until(lambda: ix.role == "reader" and ix.state == "ready")
+    with following(tmp_path) as (r, writer, _manager, ix):
+        top = tmp_path / "top"
+        cache = str(tmp_path / "cache")
         other = (r.fs.identity()[0], r.fs.identity()[1] + 1_000_003)  # another directory
         writer.identity = other
         writer._write_manifest()  # as the restarted writer does first...
@@ -327,6 +325,3 @@ def test_a_reader_taking_over_binds_the_index_to_its_own_directory(
             assert theirs.entries == {}
         finally:
             theirs.close()
-    finally:
-        manager.close()
-        r.close()
