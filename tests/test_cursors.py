@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rootgrep import service as service_mod
+from rootgrep.service import base as service_mod
 from rootgrep.errors import InvalidArgument
 from rootgrep.index.manager import IndexManager
 from rootgrep.roots import Root, pin_root

@@ -13,10 +13,19 @@ from pydantic import BaseModel, Field
 EntryType = Literal["file", "dir", "symlink", "other"]
 
 
-class RootRef(BaseModel):
+class RootId(BaseModel):
+    """The root an item belongs to, on every item of a list (its URI is in ``list_roots``)."""
+
     id: str = Field(description="stable id of the root (a hash of its canonical path)")
     name: str
+
+
+class RootRef(RootId):
     uri: str = Field(description="canonical file:// URI of the root")
+
+
+def _empty(v: object) -> bool:
+    return not v
 
 
 class IndexInfo(BaseModel):
@@ -37,19 +46,45 @@ class ListRootsResult(BaseModel):
 
 
 class GrepMatch(BaseModel):
-    root: RootRef
+    root: RootId
     path: str
     uri: str
     line: int = Field(description="1-based line number")
     column: int = Field(description="1-based column of the first match, in code points")
-    text: str
-    before: list[str] = Field(default_factory=list)
-    after: list[str] = Field(default_factory=list)
+    text: str = Field(description="the line (a long one: a window around the match)")
+    before: list[str] = Field(
+        default_factory=list, exclude_if=_empty, description="context lines before (if any)"
+    )
+    after: list[str] = Field(
+        default_factory=list, exclude_if=_empty, description="context lines after (if any)"
+    )
+    line_truncated: bool = Field(
+        False,
+        exclude_if=_empty,
+        description="true when the line (or a context line) was longer than max_line_chars "
+        "and is shown cut, with … at each cut end",
+    )
+
+
+class GrepFile(BaseModel):
+    root: RootId
+    path: str
+    uri: str
+    matches: int = Field(description="matching lines in this file")
 
 
 class GrepResult(BaseModel):
-    matches: list[GrepMatch]
-    truncated: bool = Field(description="more matches exist: pass next_cursor to get them")
+    output_mode: Literal["content", "files_with_matches", "count"] = "content"
+    matches: list[GrepMatch] = Field(description="output_mode=content: the matching lines")
+    files: list[GrepFile] = Field(
+        default_factory=list,
+        exclude_if=_empty,
+        description="output_mode=files_with_matches or count: the matching files, in path order",
+    )
+    total_matches: int = Field(
+        0, description="matching lines in this answer (files modes: summed over its files)"
+    )
+    truncated: bool = Field(description="more results exist: pass next_cursor to get them")
     next_cursor: str | None = None
     index_used: bool = False
     files_searched: int = 0
@@ -57,7 +92,7 @@ class GrepResult(BaseModel):
 
 
 class FileHit(BaseModel):
-    root: RootRef
+    root: RootId
     path: str
     uri: str
     size: int
@@ -74,11 +109,20 @@ class ReadFileResult(BaseModel):
     root: RootRef
     path: str
     uri: str
-    content: str
+    content: str = Field(description="the lines start_line..end_line, with their line ends")
     start_line: int
-    end_line: int
-    total_lines: int = Field(description="lines in the part of the file that was read")
-    truncated: bool = Field(description="the file is larger than the read cap")
+    end_line: int = Field(description="the last line returned (start_line - 1 when none)")
+    total_lines: int = Field(description="the file's line count")
+    next_start_line: int | None = Field(
+        None, description="where the next window starts (null: this one reached the end)"
+    )
+    truncated: bool = Field(
+        description="the window stopped before end_line or the file's end (max_lines, the "
+        "read cap or the answer budget): read on from next_start_line"
+    )
+    lines_cut: int = Field(
+        0, exclude_if=_empty, description="lines longer than 2000 characters shown cut"
+    )
 
 
 class DirEntry(BaseModel):
@@ -180,7 +224,7 @@ class Snippet(BaseModel):
 
 
 class SearchHit(BaseModel):
-    root: RootRef
+    root: RootId
     path: str
     uri: str
     score: float

@@ -80,7 +80,9 @@ async def test_grep_results_order_and_paging(make_server, proj: Path, mode: str)
         keys = [(x["path"].split("/"), x["line"]) for x in m]
         assert keys == sorted(keys)
         first = m[0]
-        assert first["root"]["uri"] == uri(proj) and first["uri"].startswith(uri(proj) + "/")
+        # each match names its root by identity (its URI once, in list_roots)
+        assert set(first["root"]) == {"id", "name"} and first["root"]["name"] == proj.name
+        assert first["uri"].startswith(uri(proj) + "/")
         assert first["column"] >= 1 and isinstance(first["text"], str)
         # pages of 7 add up to the unpaged answer
         pages, cursor = [], None

@@ -1,0 +1,199 @@
+"""Reading: list_roots, read_file, list_directory, directory_tree, file_info."""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from collections.abc import Sequence
+
+from .. import confine
+from ..confine import display
+from ..errors import (
+    NotADirectory,
+)
+from ..models import (
+    DirectoryTreeResult,
+    DirEntry,
+    FileInfoResult,
+    ListDirectoryResult,
+    ListRootsResult,
+    ReadFileResult,
+    RootInfo,
+    TreeNode,
+)
+from ..roots import Root
+from ..walker import Walker
+from .base import (
+    LIST_PAGE,
+    ServiceBase,
+    Token,
+    _b64,
+    _clamp,
+    _fingerprint,
+    _unb64,
+    audited,
+    decode_cursor,
+    encode_cursor,
+    file_uri,
+    iso,
+    ref,
+    text,
+)
+
+
+class Files(ServiceBase):
+    # -- list_roots ------------------------------------------------------------------------
+
+    def list_roots(self, roots: Sequence[Root]) -> ListRootsResult:
+        return ListRootsResult(
+            roots=[
+                RootInfo(id=r.id, name=r.name, uri=r.uri, source=r.source, index=self.index_info(r))
+                for r in roots
+            ],
+            read_only=not self.settings.allow_write,
+        )
+
+    # -- read_file ---------------------------------------------------------------------------
+
+    @audited("read_file", "read", "path")
+    def read_file(
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str,
+        root: str | None = None,
+        start_line: int | None = None,
+        end_line: int | None = None,
+    ) -> ReadFileResult:
+        r, comps = self._locate(roots, "read_file", "read", path, root)
+        res = r.fs.read(comps, max_bytes=self.settings.max_read_bytes)
+        content = text(res.data)
+        lines = content.splitlines(keepends=True)
+        total = len(lines)
+        first = 1 if start_line is None else max(1, start_line)
+        last = total if end_line is None else min(total, end_line)
+        if start_line is None and end_line is None:
+            chosen = content
+        else:
+            chosen = "".join(lines[first - 1 : last]) if last >= first else ""
+        return ReadFileResult(
+            root=ref(r),
+            path=display(comps),
+            uri=file_uri(r, b"/".join(comps)),
+            content=chosen,
+            start_line=first,
+            end_line=max(last, first - 1),
+            total_lines=total,
+            truncated=res.truncated,
+        )
+
+    # -- list_directory ----------------------------------------------------------------------
+
+    @audited("list_directory", "list", "path")
+    def list_directory(
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str | None = None,
+        root: str | None = None,
+        cursor: str | None = None,
+    ) -> ListDirectoryResult:
+        r, comps = self._locate(roots, "list_directory", "list", path, root)
+        fp = _fingerprint(t="ls", r=r.id, p=display(comps))
+        after = _unb64(decode_cursor(cursor, "ls", fp)["n"]) if cursor else None
+        fd = r.fs.open_dir(comps)
+        entries: list[DirEntry] = []
+        more = False
+        last = b""
+        try:
+            for e in confine.scan_fd(fd):
+                if after is not None and e.name <= after:
+                    continue
+                if len(entries) >= LIST_PAGE:
+                    more = True
+                    break
+                try:
+                    st: os.stat_result | None = confine.stat_at(fd, e.name)
+                except OSError:
+                    st = None
+                entries.append(
+                    DirEntry(
+                        name=display(e.name),
+                        type=e.kind,
+                        size=st.st_size if st is not None else None,
+                        mtime=iso(st.st_mtime) if st is not None else None,
+                    )
+                )
+                last = e.name
+        finally:
+            os.close(fd)
+        return ListDirectoryResult(
+            root=ref(r),
+            path=display(comps),
+            entries=entries,
+            next_cursor=encode_cursor("ls", fp, n=_b64(last)) if more else None,
+        )
+
+    # -- directory_tree ----------------------------------------------------------------------
+
+    @audited("directory_tree", "list", "path")
+    def directory_tree(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        path: str | None = None,
+        root: str | None = None,
+        max_depth: int = 3,
+        max_entries: int = 500,
+    ) -> DirectoryTreeResult:
+        r, comps = self._locate(roots, "directory_tree", "list", path, root)
+        depth = _clamp(max_depth, 1, 20)
+        cap = _clamp(max_entries, 1, 10000)
+        st = r.fs.stat(comps)
+        if not stat_mod.S_ISDIR(st.st_mode):
+            raise NotADirectory(f"'{display(comps)}' is not a directory")
+        top = TreeNode(name=display(comps[-1]) if comps else r.name, type="dir", children=[])
+        stack: list[TreeNode] = [top]
+        truncated = False
+        count = 0
+        walker = Walker(r.fs, b"/".join(comps))
+        entries = walker.tree_entries(depth)
+        try:
+            for level, _rel, e in entries:
+                token.check()
+                if count >= cap:
+                    truncated = True
+                    break
+                del stack[level:]
+                node = TreeNode(
+                    name=display(e.name), type=e.kind, children=[] if e.kind == "dir" else None
+                )
+                parent = stack[-1]
+                assert parent.children is not None
+                parent.children.append(node)
+                count += 1
+                if e.kind == "dir":
+                    stack.append(node)
+        finally:
+            entries.close()
+        return DirectoryTreeResult(root=ref(r), path=display(comps), tree=top, truncated=truncated)
+
+    # -- file_info ---------------------------------------------------------------------------
+
+    @audited("file_info", "stat", "path")
+    def file_info(
+        self, roots: Sequence[Root], *, path: str, root: str | None = None
+    ) -> FileInfoResult:
+        r, comps = self._locate(roots, "file_info", "stat", path, root)
+        st = r.fs.stat(comps, follow=False)
+        return FileInfoResult(
+            root=ref(r),
+            path=display(comps),
+            uri=file_uri(r, b"/".join(comps)),
+            type=confine.entry_kind(st.st_mode),
+            size=st.st_size,
+            mtime=iso(st.st_mtime),
+            mode=f"{stat_mod.S_IMODE(st.st_mode):04o}",
+            is_symlink=stat_mod.S_ISLNK(st.st_mode),
+        )

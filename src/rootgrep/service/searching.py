@@ -1,0 +1,500 @@
+"""Searching: grep, find_files, search (ranked) and reindex."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .. import confine
+from ..confine import display
+from ..errors import (
+    IndexUnavailable,
+    RootgrepError,
+)
+from ..globs import Globs, glob_text, has_glob_chars
+from ..grep import (
+    MAX_CONTEXT,
+    FileMatches,
+    GrepQuery,
+    Matcher,
+    Room,
+    run_grep,
+)
+from ..index.manager import Indexed
+from ..index.plan import Q, plan
+from ..index.store import Ranking, parse_search
+from ..models import (
+    FileHit,
+    FindFilesResult,
+    GrepMatch,
+    GrepResult,
+    ReindexResult,
+    ReindexRoot,
+    RootRef,
+    SearchHit,
+    SearchResult,
+    Snippet,
+)
+from ..roots import Root
+from ..walker import DirBatch, Walker, WalkOptions, order_key, path_batches
+from .base import (
+    GREP_PAGE_BYTES,
+    MAX_RESULTS_CAP,
+    SEARCH_CHECKS_PER_PAGE,
+    ServiceBase,
+    Token,
+    _b64,
+    _clamp,
+    _fingerprint,
+    _unb64,
+    audited,
+    decode_cursor,
+    encode_cursor,
+    file_uri,
+    iso,
+    ref,
+    text,
+)
+
+
+class Searching(ServiceBase):
+    # -- grep --------------------------------------------------------------------------------
+
+    @audited("grep", "search", "pattern")
+    def grep(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        pattern: str,
+        root: str | None = None,
+        path: str | None = None,
+        regex: bool = False,
+        case_sensitive: bool = True,
+        whole_word: bool = False,
+        include: list[str] | None = None,
+        exclude: list[str] | None = None,
+        context: int = 0,
+        hidden: bool = False,
+        no_ignore: bool = False,
+        max_results: int = 200,
+        cursor: str | None = None,
+    ) -> GrepResult:
+        started = time.perf_counter()
+        context = _clamp(context, 0, MAX_CONTEXT)
+        limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
+        matcher = Matcher(GrepQuery(pattern, regex, case_sensitive, whole_word, context))
+        fp = _fingerprint(t="grep", p=pattern, r=root, pa=path, re=regex, cs=case_sensitive,
+                          w=whole_word, i=include, e=exclude, c=context, h=hidden,
+                          n=no_ignore)  # fmt: skip
+        targets = self._targets(roots, "grep", path, root)
+        nested = self._nested(roots) if path is None and root is None else {}
+        resume = decode_cursor(cursor, "grep", fp) if cursor else None
+        keep = _path_filter(include, exclude)
+        sink = _GrepPage(limit)
+        searched = 0
+        used_index = False
+        q: Q | None = None
+        for ti, (r, comps) in enumerate(targets):
+            if resume is not None and ti < resume["t"]:
+                continue
+            after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
+            sink.start(ti, r, after, resume["l"] if after is not None and resume else 0)
+            prune = nested.get(r.path, frozenset())
+            opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune)
+            found = None if hidden or no_ignore else self._ready_index(r)
+            start = b"/".join(c for c in comps if c != b".")
+            # with no required trigram the index still knows which files are text (binary
+            # files are never opened) and spares the walk
+            narrowed = False
+            if found is not None and Walker(r.fs).would_list(start, "dir"):
+                if q is None:  # planned only when an index is used, once for every root
+                    q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
+                used_index = True
+                narrowed = narrows(q)
+                source = _indexed_batches(r, found, q, start, prune)
+            else:
+                source = Walker(r.fs, start, opts).batches()
+            batches = _filter_batches(source, keep, after)
+            stats = run_grep(
+                matcher,
+                batches,
+                sink,
+                max_file_size=self.settings.max_file_size,
+                cancelled=lambda: token.cancelled,
+                join=not narrowed,
+            )
+            token.check()
+            searched += stats.files_searched
+            if sink.more:
+                break
+        next_cursor = None
+        if sink.more and sink.last is not None:
+            t, p, line = sink.last
+            next_cursor = encode_cursor("grep", fp, t=t, p=_b64(p), l=line)
+        return GrepResult(
+            matches=sink.out,
+            truncated=sink.more,
+            next_cursor=next_cursor,
+            index_used=used_index,
+            files_searched=searched,
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+
+    # -- find_files ------------------------------------------------------------------------
+
+    @audited("find_files", "search", "pattern")
+    def find_files(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        pattern: str,
+        root: str | None = None,
+        path: str | None = None,
+        hidden: bool = False,
+        no_ignore: bool = False,
+        max_results: int = 200,
+        cursor: str | None = None,
+    ) -> FindFilesResult:
+        limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
+        fp = _fingerprint(t="find", p=pattern, r=root, pa=path, h=hidden, n=no_ignore)
+        targets = self._targets(roots, "find_files", path, root)
+        nested = self._nested(roots) if path is None and root is None else {}
+        resume = decode_cursor(cursor, "find", fp) if cursor else None
+        match = _name_matcher(pattern)
+        out: list[FileHit] = []
+        last: tuple[int, bytes] | None = None
+        more = False
+        for ti, (r, comps) in enumerate(targets):
+            if resume is not None and ti < resume["t"]:
+                continue
+            after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
+            identity = ref(r)
+            opts = WalkOptions(
+                hidden=hidden, no_ignore=no_ignore, prune=nested.get(r.path, frozenset())
+            )
+            walker = Walker(r.fs, b"/".join(comps), opts)
+            batches = walker.batches()
+            try:
+                for batch in batches:
+                    token.check()
+                    with batch:
+                        for fe in batch.files:
+                            if after is not None and order_key(fe.path) <= order_key(after):
+                                continue
+                            if not match(fe.path):
+                                continue
+                            if len(out) >= limit:
+                                more = True
+                                break
+                            try:
+                                st = confine.stat_at(batch.fd, fe.name)
+                            except OSError:
+                                continue
+                            out.append(
+                                FileHit(
+                                    root=identity,
+                                    path=display(fe.path),
+                                    uri=file_uri(r, fe.path),
+                                    size=st.st_size,
+                                    mtime=iso(st.st_mtime),
+                                )
+                            )
+                            last = (ti, fe.path)
+                    if more:
+                        break
+            finally:
+                batches.close()
+            if more:
+                break
+        next_cursor = None
+        if more and last is not None:
+            next_cursor = encode_cursor("find", fp, t=last[0], p=_b64(last[1]))
+        return FindFilesResult(files=out, truncated=more, next_cursor=next_cursor)
+
+    # -- search (ranked) ---------------------------------------------------------------------
+
+    @audited("search", "search", "pattern")
+    def search(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        query: str,
+        root: str | None = None,
+        path: str | None = None,
+        include: list[str] | None = None,
+        exclude: list[str] | None = None,
+        max_results: int = 20,
+        cursor: str | None = None,
+    ) -> SearchResult:
+        """Ranked search (BM25 with file-name and identifier boosts) over the indexes."""
+        if self.indexes is None or not self.indexes.enabled:
+            raise IndexUnavailable(
+                "search needs the index, and indexing is off (--no-index); use grep instead"
+            )
+        limit = _clamp(max_results, 1, 100)
+        fp = _fingerprint(t="search", q=query, r=root, pa=path, i=include, e=exclude)
+        offset = int(decode_cursor(cursor, "search", fp)["o"]) if cursor else 0
+        targets = self._targets(roots, "search", path, root)
+        nested = self._nested(roots) if path is None and root is None else {}
+        parsed = parse_search(query)
+        keep = _path_filter(include, exclude)
+        path_globs = _path_filter(parsed.paths, None) if parsed.paths else None
+        hits: list[tuple[float, int, bytes, Root, Any, Ranking]] = []
+        partial = False
+        for ti, (r, comps) in enumerate(targets):
+            token.check()
+            self.indexes.use(r)  # (no owner: stopped once unused for idle_seconds)
+            found = self.indexes.lookup(r)
+            if found is None:
+                partial = True  # (this root's index is being replaced or cannot be used)
+                continue
+            ix, place = found
+            if ix.state != "ready":
+                partial = True
+            if ix.index is None or ix.index.foreign:
+                continue
+            start = b"/".join(c for c in comps if c != b".")
+            if place:
+                start = place + b"/" + start if start else place
+            prune = nested.get(r.path)
+            ranking = ix.index.rank(parsed)
+            cut = len(place) + 1 if place else 0
+            for score, rel, addr in ranking.hits:
+                if start and not rel.startswith(start + b"/") and rel != start:
+                    continue
+                rel = rel[cut:]
+                if prune and _below_any(rel, prune):
+                    continue
+                if keep is not None and not keep(rel):
+                    continue
+                if path_globs is not None and not path_globs(rel):
+                    continue
+                hits.append((score, ti, rel, r, addr, ranking))
+        # a total order (score, then root, then path), so pages never overlap or skip
+        hits.sort(key=lambda h: (-h[0], h[1], order_key(h[2])))
+        # what is shown comes from the file as it is now beneath the pinned root, never from
+        # the index's stored copy: a file that left the root (or changed into something that
+        # is not a text file) is not shown at all
+        results: list[SearchHit] = []
+        at = offset
+        budget = SEARCH_CHECKS_PER_PAGE
+        while at < len(hits) and len(results) < limit and budget > 0:
+            token.check()
+            score, _ti, rel, r, _addr, ranking = hits[at]
+            at += 1
+            budget -= 1
+            data = self._current_text(r, rel)
+            if data is None:
+                continue
+            results.append(
+                SearchHit(
+                    root=ref(r), path=display(rel), uri=file_uri(r, rel), score=round(score, 4),
+                    snippets=[Snippet(line=n, text=t) for n, t in ranking.snippets_of(data)],
+                )
+            )  # fmt: skip
+        more = at < len(hits)
+        nxt = encode_cursor("search", fp, o=at) if more else None
+        return SearchResult(results=results, partial=partial, next_cursor=nxt)
+
+    def _current_text(self, r: Root, rel: bytes) -> bytes | None:
+        """A search hit's bytes as they are now beneath the root (at most what ``read_file``
+        returns in one call); None when it is no longer a text file there."""
+        try:
+            res = r.fs.read(confine.split_relpath(rel), max_bytes=self.settings.max_read_bytes)
+        except (RootgrepError, OSError):
+            return None
+        return res.data
+
+    def reindex(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        root: str | None = None,
+        progress: Callable[[int, int | None, str], None] | None = None,
+    ) -> ReindexResult:
+        if self.indexes is None or not self.indexes.enabled:
+            raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
+        targets = self._targets(roots, "reindex", None, root)
+        out: list[ReindexRoot] = []
+        for r, _ in targets:
+            token.check()
+            st = self.indexes.reindex(r, progress)
+            out.append(
+                ReindexRoot(
+                    root=ref(r), files=st.files, bytes=st.bytes, added=st.added,
+                    updated=st.updated, removed=st.removed, elapsed_ms=st.elapsed_ms,
+                )
+            )  # fmt: skip
+        return ReindexResult(roots=out)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+class _GrepPage:
+    """A grep sink that fills one page of results, skipping what a cursor already covered.
+
+    A page holds at most ``limit`` matches and about ``budget`` bytes of text (matching lines
+    and their context): the match that would pass the budget starts the next page (the first
+    match of a page is always taken, so paging always advances). ``room`` tells the search
+    what is left, so no more than that is ever gathered from a file."""
+
+    def __init__(self, limit: int, budget: int = GREP_PAGE_BYTES) -> None:
+        self.limit = limit
+        self.budget = budget
+        self.held = 0
+        self.out: list[GrepMatch] = []
+        self.more = False
+        self.last: tuple[int, bytes, int] | None = None
+        self._t = 0
+        self._root: Root | None = None
+        self._ref: RootRef | None = None
+        self._after: bytes | None = None
+        self._after_line = 0
+
+    def start(self, t: int, root: Root, after: bytes | None, after_line: int) -> None:
+        self._t, self._root, self._ref = t, root, ref(root)
+        self._after, self._after_line = after, after_line
+
+    def room(self, path: bytes) -> Room:
+        return Room(
+            after_line=self._after_line if path == self._after else 0,
+            matches=self.limit - len(self.out) + 1,  # one more than fits: proof of more
+            bytes=max(0, self.budget - self.held),
+        )
+
+    def __call__(self, fm: FileMatches) -> bool:
+        assert self._root is not None and self._ref is not None
+        shown = display(fm.path)
+        uri = file_uri(self._root, fm.path)
+        for lm in fm.matches:
+            if fm.path == self._after and lm.line <= self._after_line:
+                continue
+            size = len(lm.text) + sum(map(len, lm.before)) + sum(map(len, lm.after))
+            if len(self.out) >= self.limit or (self.out and self.held + size > self.budget):
+                self.more = True
+                return False
+            self.held += size
+            self.out.append(
+                GrepMatch(
+                    root=self._ref,
+                    path=shown,
+                    uri=uri,
+                    line=lm.line,
+                    column=lm.column,
+                    text=text(lm.text),
+                    before=[text(b) for b in lm.before],
+                    after=[text(a) for a in lm.after],
+                )
+            )
+            self.last = (self._t, fm.path, lm.line)
+        if fm.cut:  # the search stopped gathering this file: the rest is for the next page
+            self.more = True
+            return False
+        return True
+
+
+def _name_matcher(pattern: str) -> Callable[[bytes], bool]:
+    """find_files: a gitignore-style glob when the pattern has glob characters, else a
+    case-insensitive substring of the root-relative path as shown (or as globs see it)."""
+    if has_glob_chars(pattern):
+        return Globs([pattern]).match
+    needle = pattern.casefold()
+    return lambda p: needle in display(p).casefold() or needle in glob_text(p).casefold()
+
+
+def _path_filter(
+    include: list[str] | None, exclude: list[str] | None
+) -> Callable[[bytes], bool] | None:
+    if not include and not exclude:
+        return None
+    inc = Globs(include, "include glob") if include else None
+    exc = Globs(exclude, "exclude glob") if exclude else None
+
+    def keep(path: bytes) -> bool:
+        if inc is not None and not inc.match(path):
+            return False
+        return not (exc is not None and exc.match(path))
+
+    return keep
+
+
+def narrows(q: Q) -> bool:
+    """Whether an index's candidates for ``q`` are narrowed by trigrams: most of them then
+    match, and they are searched file by file rather than in joined chunks."""
+    return q.op != "all"
+
+
+def _indexed_batches(
+    r: Root,
+    found: tuple[Indexed, bytes],
+    q: Q,
+    start: bytes,
+    prune: frozenset[bytes] = frozenset(),
+) -> Iterator[DirBatch]:
+    """The files grep must read when an index is ready: the index's candidates plus every
+    dirty file (changed since the last commit) that a walk would list, in path order, grouped
+    by directory. Each directory is opened beneath the root, never through a link. A nested
+    root sharing its outer root's index takes the part below its place in it."""
+    ix, place = found
+    assert ix.index is not None
+    # the dirty set first: a flush that lands in between then leaves a changed file in one
+    # of the two (dirty, or the reloaded index), never in neither
+    dirty = ix.dirty_snapshot()
+    paths = ix.index.candidates(q)  # already in walk order
+    if place:  # (stripping one common prefix keeps the walk order)
+        cut = len(place) + 1
+        below = place + b"/"
+        paths = [p[cut:] for p in paths if p.startswith(below)]
+        dirty = {p[cut:] for p in dirty if p.startswith(below)}
+    if dirty:
+        extra = Walker(r.fs).listed(dirty)
+        if extra:
+            paths = sorted(extra.union(paths), key=order_key)
+    if start:
+        under = start + b"/"
+        paths = [p for p in paths if p.startswith(under)]
+    if prune:
+        paths = [p for p in paths if not _below_any(p, prune)]
+    return path_batches(r.fs, paths)
+
+
+def _below_any(path: bytes, dirs: frozenset[bytes]) -> bool:
+    """Whether ``path`` lies below one of ``dirs`` (root-relative)."""
+    i = path.find(b"/")
+    while i > 0:
+        if path[:i] in dirs:
+            return True
+        i = path.find(b"/", i + 1)
+    return False
+
+
+def _filter_batches(
+    batches: Iterator[DirBatch],
+    keep: Callable[[bytes], bool] | None,
+    after: bytes | None,
+) -> Iterator[DirBatch]:
+    """Drop files a cursor already covered (strictly before ``after``) or the globs exclude."""
+    if keep is None and after is None:
+        yield from batches
+        return
+    key = order_key(after) if after is not None else None
+    try:
+        for batch in batches:
+            files = [
+                f
+                for f in batch.files
+                if (key is None or order_key(f.path) >= key) and (keep is None or keep(f.path))
+            ]
+            if not files:
+                batch.close()
+                continue
+            batch.files = files
+            yield batch
+    finally:
+        batches.close()
