@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rootgrep.service import base as service_mod
 from rootgrep.errors import InvalidArgument
 from rootgrep.index.manager import IndexManager
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import LIST_PAGE, Service, Settings, Token
+from rootgrep.service import base as service_mod
 
 RESTART = "without a cursor"
 
