@@ -83,7 +83,7 @@ def test_pages_hold_at_most_the_budget_and_continue_exactly(
     pages = 0
     while True:
         page = service.grep([r], Token(), pattern="needle", context=context, max_results=1000,
-                            cursor=cursor)  # fmt: skip
+                            cursor=cursor, max_line_chars=1 << 30)  # (lines whole)  # fmt: skip
         pages += 1
         held = sum(_size(m) for m in page.matches)
         assert held <= GREP_PAGE_BYTES + biggest  # the budget, passed by at most one match

@@ -53,3 +53,10 @@ class Globs:
 
 def has_glob_chars(pattern: str) -> bool:
     return any(c in GLOB_CHARS for c in pattern)
+
+
+def as_globs(value: str | Sequence[str] | None) -> list[str] | None:
+    """A tool's ``include``/``exclude``: one glob or a list of them (None: no filter)."""
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)

@@ -86,6 +86,7 @@ class FileMatches:
     path: bytes  # root-relative
     matches: list[LineMatch]
     cut: bool = False  # the file's later matches were not gathered (the sink's room ran out)
+    count: int = -1  # a counting room: the file's matching lines (``matches`` is then empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ class Room:
     after_line: int = 0
     matches: int = -1  # -1: no bound
     bytes: int = -1
+    count: bool = False  # count the matching lines only (no line is held: memory stays flat)
 
 
 class Cancelled(Exception):
@@ -381,6 +383,43 @@ def search_buffer(
     return out
 
 
+def count_lines(m: Matcher, buf: bytes, cancelled: Callable[[], bool] | None = None) -> int:
+    """How many lines of ``buf`` match (``search_buffer``'s rule), holding none of them."""
+    n = len(buf)
+    if n == 0:
+        return 0
+    end = n - 1 if buf[n - 1] == 10 else n
+    lit, rx, group = m._literal, m._m, m._group
+    needle = lit if lit is not None else m.prefilter
+    find = buf.find
+    found = pos = 0
+    check_at = CANCEL_CHECK_BYTES
+    while pos <= end:
+        if pos >= check_at:
+            if cancelled is not None and cancelled():
+                raise Cancelled
+            check_at = pos + CANCEL_CHECK_BYTES
+        if needle is not None:
+            s = find(needle, pos)
+            if s < 0 or s > end:
+                break
+            ls = buf.rfind(b"\n", 0, s) + 1
+            le = find(b"\n", s)
+            le = n if le < 0 else le
+            if lit is None and rx(_UNANCHORED, buf, ls, le)[group][0] < 0:
+                pos = le + 1
+                continue
+        else:
+            s = rx(_UNANCHORED, buf, pos, n)[group][0]
+            if s < 0 or s > end:
+                break
+            le = find(b"\n", s)
+            le = n if le < 0 else le
+        found += 1
+        pos = le + 1
+    return found
+
+
 def search_file(
     m: Matcher,
     path: bytes,
@@ -390,6 +429,9 @@ def search_file(
 ) -> FileMatches | None:
     """One file's matches within the sink's room (None when it has none)."""
     r = room(path) if room is not None else None
+    if r is not None and r.count:
+        n = count_lines(m, text, cancelled)
+        return FileMatches(path, [], count=n) if n else None
     lines = search_buffer(m, text, m.query.context, r, cancelled)
     if not lines:
         return None

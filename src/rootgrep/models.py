@@ -6,11 +6,23 @@ Paths are root-relative POSIX strings; names that are not valid UTF-8 show their
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 EntryType = Literal["file", "dir", "symlink", "other"]
+OutputMode = Literal["content", "files_with_matches", "count"]
+
+
+class Listing(BaseModel):
+    """A result whose items may be cut to fit an answer: ``resume_at(k)`` is the cursor (or
+    line) that continues after its first k items (None: nothing follows them)."""
+
+    _resume: Callable[[int], str | int | None] | None = PrivateAttr(default=None)
+
+    def resume_at(self, k: int) -> str | int | None:
+        return self._resume(k) if self._resume is not None else None
 
 
 class RootId(BaseModel):
@@ -73,8 +85,8 @@ class GrepFile(BaseModel):
     matches: int = Field(description="matching lines in this file")
 
 
-class GrepResult(BaseModel):
-    output_mode: Literal["content", "files_with_matches", "count"] = "content"
+class GrepResult(Listing):
+    output_mode: OutputMode = "content"
     matches: list[GrepMatch] = Field(description="output_mode=content: the matching lines")
     files: list[GrepFile] = Field(
         default_factory=list,
@@ -99,13 +111,13 @@ class FileHit(BaseModel):
     mtime: str
 
 
-class FindFilesResult(BaseModel):
+class FindFilesResult(Listing):
     files: list[FileHit]
     truncated: bool
     next_cursor: str | None = None
 
 
-class ReadFileResult(BaseModel):
+class ReadFileResult(Listing):
     root: RootRef
     path: str
     uri: str
@@ -120,6 +132,7 @@ class ReadFileResult(BaseModel):
         description="the window stopped before end_line or the file's end (max_lines, the "
         "read cap or the answer budget): read on from next_start_line"
     )
+    _lines: list[str] = PrivateAttr(default_factory=list)  # content, line by line
     lines_cut: int = Field(
         0, exclude_if=_empty, description="lines longer than 2000 characters shown cut"
     )
@@ -132,7 +145,7 @@ class DirEntry(BaseModel):
     mtime: str | None = None
 
 
-class ListDirectoryResult(BaseModel):
+class ListDirectoryResult(Listing):
     root: RootRef
     path: str
     entries: list[DirEntry]
@@ -231,9 +244,15 @@ class SearchHit(BaseModel):
     snippets: list[Snippet]
 
 
-class SearchResult(BaseModel):
+class SearchResult(Listing):
     results: list[SearchHit]
     partial: bool = Field(description="an index is still being built: results may be missing")
+    building: list[str] = Field(
+        default_factory=list,
+        exclude_if=_empty,
+        description="names of the roots whose index is still being built (grep answers "
+        "exactly for them meanwhile)",
+    )
     next_cursor: str | None = None
 
 

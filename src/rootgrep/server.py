@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import inspect
 import ipaddress
 import logging
+import os
 import re
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,6 +33,8 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import ServerRequestContext
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
@@ -39,68 +43,27 @@ from mcp.types import (
     NotificationParams,
     SetLevelRequestParams,
     TextContent,
-    ToolAnnotations,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import BaseModel
+from pydantic import ValidationError
 
 from . import __version__
 from .confine import _error as confine_error
-from .errors import RootgrepError, RootRemoved
-from .models import (
-    CopyResult,
-    DeleteResult,
-    DirectoryTreeResult,
-    EditResult,
-    FileInfoResult,
-    FindFilesResult,
-    GrepResult,
-    ListDirectoryResult,
-    ListRootsResult,
-    MoveResult,
-    PathResult,
-    ReadFileResult,
-    ReindexResult,
-    SearchResult,
-    TreeNode,
-    WriteResult,
-)
+from .errors import NoRoots, RootgrepError, RootRemoved
 from .roots import Root
 from .service import Service, Token
 from .sessions import ClientRoots, RawRoots, accept_raw_roots, scope
+from .tools import INSTRUCTIONS, TOOLS, Call, Out, ToolSpec, invalid_argument_message
+
+SPECS = {spec.name: spec for spec in TOOLS}
 
 log = logging.getLogger("rootgrep.server")
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M")
 
 STATE_KEY = "rootgrep.client_roots"
 ROOTS_ATTEMPTS = 3
 ROOTS_TIMEOUT = 2.0
 NOTIFY_TIMEOUT = 2.0  # a build's log notification to a client that does not read is dropped
-WRITE_TOOLS = frozenset(
-    {"write_file", "edit_file", "create_directory", "move_path", "copy_path", "delete_path"}
-)
-
-READ = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-WRITE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-DESTRUCTIVE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
-)
-OVERWRITE = ToolAnnotations(  # replaces what was there; the same call twice changes nothing more
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
-
-INSTRUCTIONS = """rootgrep searches and reads files inside the client's roots (intersected with
-the operator's). Start with list_roots. grep is exact and exhaustive (literal by default,
-regex=true for RE2); find_files matches paths (globs like *.py, or a substring); read_file
-reads text with optional line ranges. Paths are root-relative, absolute, or file:// URIs;
-with several roots pass `root`. Lists page with `cursor` -> `next_cursor`. Errors start with
-a [code] and say what to do next."""
-
-
 # ---- roots, per era ----------------------------------------------------------------------------
 
 
@@ -289,19 +252,32 @@ class RootgrepServer(MCPServer):
         tools = await super().list_tools()
         if self.service.settings.allow_write:
             return tools
-        return [t for t in tools if t.name not in WRITE_TOOLS]
+        return [t for t in tools if self._listed(SPECS[t.name])]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> Any:
+        """The SDK's call, with argument errors answered as one ``[invalid_argument]`` line
+        naming the argument (SPEC §8), never the validation dump."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            spec = SPECS.get(name)
+            if isinstance(e.__cause__, ValidationError) and spec is not None:
+                return _error(invalid_argument_message(name, e.__cause__, spec.args))
+            if spec is None:
+                known = ", ".join(s.name for s in TOOLS if self._listed(s))
+                return _error(f"[invalid_argument] there is no tool {name[:100]!r}; tools: {known}")
+            raise
+
+    def _listed(self, spec: ToolSpec[Any, Any]) -> bool:
+        return self.service.settings.allow_write or not spec.write
 
     async def call(
-        self,
-        ctx: Context,
-        call_roots: Any,
-        fn: Callable[..., M],
-        render: Callable[[M], str],
-        *,
-        write: bool = False,
-        token_arg: bool = False,
+        self, ctx: Context, call_roots: Any, spec: ToolSpec[Any, Any], args: Any
     ) -> CallToolResult:
-        """Run one tool: effective roots, a lease on them, the blocking work in a thread."""
+        """Run one tool: effective roots, a lease on them, the blocking work in a thread,
+        the answer fitted to the budget (the notes about the roots included)."""
         per_call: list[Root] = []
         notes: list[str] = []  # about the roots (over the cap), added to the answer's text
         used: list[Any] = []  # indexes this call uses without an owner (per-call roots)
@@ -333,12 +309,19 @@ class RootgrepServer(MCPServer):
                 notes = list(client.notes) if client else []
             if any(r.anchor is not None for r in roots):
                 roots = await anyio.to_thread.run_sync(_still_inside, roots)
+            if not roots and spec.name != "list_roots":
+                announced = (
+                    per_call
+                    if call_roots is not None
+                    else (await client.current() if client is not None else None)
+                )
+                raise NoRoots(self._no_roots(announced))
             lease = await self._lease(roots, client)
             if indexes is not None:  # under the lease: every root's fd is open for the dup
                 # a session owns its roots' indexes (released when it drops a root or ends);
                 # per-call roots have no owner: stopped once unused for the idle time
                 owner = id(client) if client is not None else 0
-                listener = _build_listener(ctx.session)
+                listener = _session_listener(ctx.session)
 
                 def start_indexes() -> None:  # (stats beneath the roots: off the event loop)
                     # outermost first: a nested root then shares its outer root's index
@@ -354,10 +337,18 @@ class RootgrepServer(MCPServer):
                     if lease.claim():
                         lease.release()
                     raise
-            work = partial(fn, lease.held, lease.token) if token_arg else partial(fn, lease.held)
-            result = await self._run(work, lease, write, self._share(ctx))
+            progress = _progress(ctx) if spec.progress else None
+            call = Call(self.service, lease.held, lease.token, progress)
+            result = await self._run(partial(spec.run, call, args), lease, spec.write,
+                                     self._share(ctx))  # fmt: skip
+            noted = _noted("", notes)
+            out = Out(
+                budget=max(1, self.service.settings.max_answer_chars - len(noted)),
+                several_roots=len(lease.held) > 1,
+            )
+            answer = spec.answer(result, out)  # (may cut the result's items to fit)
             return CallToolResult(
-                content=[TextContent(type="text", text=_noted(render(result), notes))],
+                content=[TextContent(type="text", text=answer + noted)],
                 structured_content=result.model_dump(mode="json"),
             )
         except RootgrepError as e:
@@ -376,6 +367,26 @@ class RootgrepServer(MCPServer):
                     indexes.leave(ix)
             for r in per_call:
                 r.retire()
+
+    def _no_roots(self, announced: list[Root] | None) -> str:
+        """Why a call has no roots: what the client announced, what the operator allows,
+        and that they do not overlap (or that one side has none)."""
+        ops = [os.fsdecode(r.path) for r in self.service.operator_roots]
+        allowed = ", ".join(ops) if ops else "any directory (no --root given)"
+        if announced is None:
+            told = "the client has no roots capability"
+        elif not announced:
+            told = "the client announced no usable roots"
+        else:
+            told = "the client announced " + ", ".join(r.uri for r in announced[:10])
+        hint = (
+            "announce a root inside one of the operator's roots, or ask the operator to "
+            "serve yours (rootgrep serve --root DIR)"
+            if ops
+            else "announce a root, or start rootgrep with --root DIR"
+        )
+        overlap = "; they do not overlap" if announced and ops else ""
+        return f"no effective roots: {told}; the operator allows {allowed}{overlap}; {hint}"
 
     def _share(self, ctx: Context) -> anyio.CapacityLimiter:
         """The session's share of the workers (see WORKERS)."""
@@ -457,6 +468,40 @@ def _still_inside(roots: list[Root]) -> list[Root]:
     return kept
 
 
+LISTENER_KEY = "rootgrep.build_listener"
+
+
+def _session_listener(session: Any) -> Callable[[str], None]:
+    """The one build listener of a connection (so a session hears each message once however
+    many calls it makes during a build); a 2026-07-28 call, without a connection, gets its
+    own."""
+    state = _connection_state(session)
+    if state is None:
+        return _build_listener(session)
+    with _client_lock:
+        listener = state.get(LISTENER_KEY)
+        if listener is None:
+            listener = state[LISTENER_KEY] = _build_listener(session)
+        return listener
+
+
+def _progress(ctx: Context) -> Callable[[int, int | None, str], None]:
+    """Progress notifications from a worker thread to the call's client (best effort, each
+    bounded in time: the work never waits long for a client that does not read)."""
+
+    async def report(done: int, total: int | None, message: str) -> None:
+        with anyio.move_on_after(NOTIFY_TIMEOUT):
+            await ctx.report_progress(done, total, message=message)
+
+    def progress(done: int, total: int | None, message: str) -> None:
+        try:
+            anyio.from_thread.run(report, done, total, message)
+        except Exception:  # progress is best effort
+            log.debug("progress notification failed", exc_info=True)
+
+    return progress
+
+
 def _build_listener(session: Any) -> Callable[[str], None]:
     """Logging notifications about a background build, sent from the builder's thread to
     this client (best effort: a session that is gone simply hears nothing)."""
@@ -490,7 +535,7 @@ def _build_listener(session: Any) -> Callable[[str], None]:
 
 
 def _noted(text: str, notes: list[str]) -> str:
-    return "\n".join([text, *(f"(note: {n})" for n in notes)])
+    return "".join([text, *(f"\n(note: {n})" for n in notes)])
 
 
 def _error(message: str) -> CallToolResult:
@@ -520,351 +565,38 @@ def build_server(service: Service) -> RootgrepServer:
         "notifications/roots/list_changed", NotificationParams, on_roots_changed
     )
     ll.add_request_handler("logging/setLevel", SetLevelRequestParams, on_set_level)
-    _register_tools(mcp, service)
+    _register_tools(mcp)
     return mcp
 
 
-def _register_tools(mcp: RootgrepServer, s: Service) -> None:
-    @mcp.tool(name="list_roots", title="List roots", annotations=READ)
-    async def list_roots(
-        ctx: Context, roots: CallRoots = None
-    ) -> Annotated[CallToolResult, ListRootsResult]:
-        """The effective roots (client's ∩ operator's) with their ids, names, URIs and
-        index state, and whether writes are allowed."""
-
-        def fn(held: list[Root]) -> ListRootsResult:
-            return s.list_roots(held)
-
-        return await mcp.call(ctx, roots, fn, render_roots)
-
-    @mcp.tool(name="grep", title="Exact search (like ripgrep)", annotations=READ)
-    async def grep(
-        ctx: Context,
-        pattern: str,
-        root: str | None = None,
-        path: str | None = None,
-        regex: bool = False,
-        case_sensitive: bool = True,
-        whole_word: bool = False,
-        include: list[str] | None = None,
-        exclude: list[str] | None = None,
-        context: int = 0,
-        hidden: bool = False,
-        no_ignore: bool = False,
-        max_results: int = 200,
-        cursor: str | None = None,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, GrepResult]:
-        """Every line matching `pattern` (a literal; RE2 regex with regex=true) in the roots,
-        respecting .gitignore/.ignore and skipping hidden and binary files unless told
-        otherwise. `path` narrows to a file or directory; `include`/`exclude` are gitignore
-        globs (`*.py`, `src/**`); `context` adds up to 10 lines around each match. Ordered by
-        root, path, line; page with `cursor`."""
-        fn = partial(
-            s.grep, pattern=pattern, root=root, path=path, regex=regex,
-            case_sensitive=case_sensitive, whole_word=whole_word, include=include,
-            exclude=exclude, context=context, hidden=hidden, no_ignore=no_ignore,
-            max_results=max_results, cursor=cursor,
-        )  # fmt: skip
-        return await mcp.call(ctx, roots, fn, render_grep, token_arg=True)
-
-    @mcp.tool(name="search", title="Ranked search", annotations=READ)
-    async def search(
-        ctx: Context,
-        query: str,
-        root: str | None = None,
-        path: str | None = None,
-        include: list[str] | None = None,
-        exclude: list[str] | None = None,
-        max_results: int = 20,
-        cursor: str | None = None,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, SearchResult]:
-        """Ranked search over the per-root indexes (BM25, boosted for file names and
-        identifiers): words are ANDed, "quoted phrases", -word excludes, path:GLOB and ext:py
-        filter. Each result has snippets with line numbers; partial=true while an index is
-        still being built. For exact, exhaustive matches use grep."""
-        fn = partial(
-            s.search, query=query, root=root, path=path, include=include, exclude=exclude,
-            max_results=max_results, cursor=cursor,
-        )  # fmt: skip
-        return await mcp.call(ctx, roots, fn, render_search, token_arg=True)
-
-    @mcp.tool(name="reindex", title="Re-index", annotations=READ)
-    async def reindex(
-        ctx: Context, root: str | None = None, roots: CallRoots = None
-    ) -> Annotated[CallToolResult, ReindexResult]:
-        """Bring the index of a root (or of every root) up to date now, re-reading only files
-        that changed; sends progress notifications."""
-
-        async def report(done: int, total: int | None, message: str) -> None:
-            with anyio.move_on_after(NOTIFY_TIMEOUT):  # (the sync waits: never for long)
-                await ctx.report_progress(done, total, message=message)
-
-        def progress(done: int, total: int | None, message: str) -> None:
-            try:
-                anyio.from_thread.run(report, done, total, message)
-            except Exception:  # progress is best effort
-                log.debug("progress notification failed", exc_info=True)
-
-        fn = partial(s.reindex, root=root, progress=progress)
-        return await mcp.call(ctx, roots, fn, render_reindex, token_arg=True)
-
-    @mcp.tool(name="find_files", title="Find files by name", annotations=READ)
-    async def find_files(
-        ctx: Context,
-        pattern: str,
-        root: str | None = None,
-        path: str | None = None,
-        hidden: bool = False,
-        no_ignore: bool = False,
-        max_results: int = 200,
-        cursor: str | None = None,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, FindFilesResult]:
-        """Files whose root-relative path matches `pattern`: a gitignore-style glob when it
-        has glob characters (`*.py` at any depth, `src/*.ts` anchored at the root), else a
-        case-insensitive substring. Page with `cursor`."""
-        fn = partial(
-            s.find_files, pattern=pattern, root=root, path=path, hidden=hidden,
-            no_ignore=no_ignore, max_results=max_results, cursor=cursor,
-        )  # fmt: skip
-        return await mcp.call(ctx, roots, fn, render_find, token_arg=True)
-
-    @mcp.tool(name="read_file", title="Read a text file", annotations=READ)
-    async def read_file(
-        ctx: Context,
-        path: str,
-        root: str | None = None,
-        start_line: int | None = None,
-        end_line: int | None = None,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, ReadFileResult]:
-        """A text file's content (or lines start_line..end_line, 1-based, inclusive). Reads
-        are capped (truncated=true says the file is larger); binary files are refused."""
-        fn = partial(s.read_file, path=path, root=root, start_line=start_line, end_line=end_line)
-        return await mcp.call(ctx, roots, fn, render_read)
-
-    @mcp.tool(name="list_directory", title="List a directory", annotations=READ)
-    async def list_directory(
-        ctx: Context,
-        path: str | None = None,
-        root: str | None = None,
-        cursor: str | None = None,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, ListDirectoryResult]:
-        """Entries of a directory (default: the root), links shown as links, sorted by name."""
-        fn = partial(s.list_directory, path=path, root=root, cursor=cursor)
-        return await mcp.call(ctx, roots, fn, render_ls)
-
-    @mcp.tool(name="directory_tree", title="Directory tree", annotations=READ)
-    async def directory_tree(
-        ctx: Context,
-        path: str | None = None,
-        root: str | None = None,
-        max_depth: int = 3,
-        max_entries: int = 500,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, DirectoryTreeResult]:
-        """The files and directories below a directory, nested, to `max_depth` levels, with
-        .gitignore/.ignore rules applied and hidden entries left out."""
-        fn = partial(
-            s.directory_tree, path=path, root=root, max_depth=max_depth, max_entries=max_entries
-        )
-        return await mcp.call(ctx, roots, fn, render_tree, token_arg=True)
-
-    @mcp.tool(name="file_info", title="File information", annotations=READ)
-    async def file_info(
-        ctx: Context, path: str, root: str | None = None, roots: CallRoots = None
-    ) -> Annotated[CallToolResult, FileInfoResult]:
-        """Type, size, modification time and mode of a path (a link is described itself)."""
-        fn = partial(s.file_info, path=path, root=root)
-        return await mcp.call(ctx, roots, fn, render_info)
-
-    # -- write tools: listed only with --allow-write; otherwise a call answers [read_only] --
-
-    @mcp.tool(name="write_file", title="Write a file", annotations=OVERWRITE)
-    async def write_file(
-        ctx: Context,
-        path: str,
-        content: str,
-        root: str | None = None,
-        create_only: bool = False,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, WriteResult]:
-        """Create or replace a file atomically (create_only=true refuses an existing one)."""
-        fn = partial(s.write_file, path=path, content=content, root=root, create_only=create_only)
-        return await mcp.call(ctx, roots, fn, render_write, write=True)
-
-    @mcp.tool(name="edit_file", title="Edit a file", annotations=DESTRUCTIVE)
-    async def edit_file(
-        ctx: Context,
-        path: str,
-        edits: list[dict[str, str]],
-        root: str | None = None,
-        dry_run: bool = False,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, EditResult]:
-        """Replace text: each edit's old_text must occur exactly once; applied in order,
-        atomically. Returns a unified diff (dry_run=true shows it without writing)."""
-        pairs = [(e.get("old_text", ""), e.get("new_text", "")) for e in edits]
-        fn = partial(s.edit_file, path=path, edits=pairs, root=root, dry_run=dry_run)
-        return await mcp.call(ctx, roots, fn, render_edit, write=True)
-
-    @mcp.tool(name="create_directory", title="Create a directory", annotations=WRITE)
-    async def create_directory(
-        ctx: Context, path: str, root: str | None = None, roots: CallRoots = None
-    ) -> Annotated[CallToolResult, PathResult]:
-        """Create a directory and any missing parents (nothing happens if it exists)."""
-        fn = partial(s.create_directory, path=path, root=root)
-        return await mcp.call(ctx, roots, fn, lambda r: f"directory {r.path} exists", write=True)
-
-    @mcp.tool(name="move_path", title="Move or rename", annotations=DESTRUCTIVE)
-    async def move_path(
-        ctx: Context,
-        source: str,
-        destination: str,
-        root: str | None = None,
-        overwrite: bool = False,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, MoveResult]:
-        """Move or rename a file or directory within a root (atomic rename)."""
-        fn = partial(
-            s.move_path, source=source, destination=destination, root=root, overwrite=overwrite
-        )
-        return await mcp.call(
-            ctx, roots, fn, lambda r: f"moved {r.source} -> {r.destination}", write=True
-        )
-
-    @mcp.tool(name="copy_path", title="Copy", annotations=OVERWRITE)
-    async def copy_path(
-        ctx: Context,
-        source: str,
-        destination: str,
-        root: str | None = None,
-        overwrite: bool = False,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, CopyResult]:
-        """Copy a file or directory tree within a root; links leaving the root and special
-        files are skipped and reported."""
-        fn = partial(
-            s.copy_path, source=source, destination=destination, root=root, overwrite=overwrite
-        )
-        return await mcp.call(ctx, roots, fn, render_copy, write=True)
-
-    @mcp.tool(name="delete_path", title="Delete", annotations=DESTRUCTIVE)
-    async def delete_path(
-        ctx: Context,
-        path: str,
-        root: str | None = None,
-        recursive: bool = False,
-        roots: CallRoots = None,
-    ) -> Annotated[CallToolResult, DeleteResult]:
-        """Delete a file, link or directory (recursive=true for a non-empty one); never a
-        root itself. A link is removed, never followed."""
-        fn = partial(s.delete_path, path=path, root=root, recursive=recursive)
-        return await mcp.call(
-            ctx, roots, fn, lambda r: f"deleted {r.path} ({r.removed} entries)"
-            + "".join(f"\nleft {k.path}: {k.reason}" for k in r.skipped), write=True,
-        )  # fmt: skip
+def _register_tools(mcp: RootgrepServer) -> None:
+    """Every tool of ``TOOLS``, registered the same way: its arguments validated by its own
+    model (unknown names refused), its blocking work run by ``RootgrepServer.call``."""
+    for spec in TOOLS:
+        _register(mcp, spec)
 
 
-# ---- text renderings -------------------------------------------------------------------------
+def _register(mcp: RootgrepServer, spec: ToolSpec[Any, Any]) -> None:
+    async def tool(ctx: Context, roots: CallRoots = None, **arguments: Any) -> CallToolResult:
+        return await mcp.call(ctx, roots, spec, spec.args.model_construct(**arguments))
 
-
-def render_roots(r: ListRootsResult) -> str:
-    lines = [f"{x.name} ({x.id}) {x.uri} [{x.source}]" for x in r.roots] or ["(no roots)"]
-    lines.append("read-only" if r.read_only else "writes allowed")
-    return "\n".join(lines)
-
-
-def render_grep(r: GrepResult) -> str:
-    out: list[str] = []
-    for m in r.matches:
-        for i, b in enumerate(m.before):
-            out.append(f"{m.root.name}/{m.path}-{m.line - len(m.before) + i}-{b}")
-        out.append(f"{m.root.name}/{m.path}:{m.line}:{m.column}: {m.text}")
-        for i, a in enumerate(m.after):
-            out.append(f"{m.root.name}/{m.path}-{m.line + 1 + i}-{a}")
-    more = f"; more: pass cursor={r.next_cursor}" if r.next_cursor else ""
-    out.append(f"({len(r.matches)} matches in {r.files_searched} files, {r.elapsed_ms} ms{more})")
-    return "\n".join(out)
-
-
-def render_search(r: SearchResult) -> str:
-    out: list[str] = []
-    for h in r.results:
-        out.append(f"{h.root.name}/{h.path}  (score {h.score})")
-        out += [f"  {sn.line}: {sn.text}" for sn in h.snippets]
-    if r.partial:
-        out.append("(partial: an index is still being built)")
-    if r.next_cursor:
-        out.append(f"(more: pass cursor={r.next_cursor})")
-    return "\n".join(out) or "(no results)"
-
-
-def render_reindex(r: ReindexResult) -> str:
-    return "\n".join(
-        f"{x.root.name}: {x.files} files, {x.bytes} bytes read; +{x.added} ~{x.updated} "
-        f"-{x.removed} in {x.elapsed_ms} ms"
-        for x in r.roots
-    )
-
-
-def render_find(r: FindFilesResult) -> str:
-    out = [f"{f.root.name}/{f.path}  ({f.size} bytes, {f.mtime})" for f in r.files]
-    more = f"; more: pass cursor={r.next_cursor}" if r.next_cursor else ""
-    out.append(f"({len(r.files)} files{more})")
-    return "\n".join(out)
-
-
-def render_read(r: ReadFileResult) -> str:
-    note = " (truncated: the file is larger than the read cap)" if r.truncated else ""
-    head = f"{r.root.name}/{r.path} lines {r.start_line}-{r.end_line} of {r.total_lines}{note}"
-    return f"{head}\n{r.content}"
-
-
-def render_ls(r: ListDirectoryResult) -> str:
-    mark = {"dir": "/", "symlink": "@", "other": "|", "file": ""}
-    out = [f"{e.name}{mark[e.type]}" for e in r.entries] or ["(empty)"]
-    if r.next_cursor:
-        out.append(f"(more: pass cursor={r.next_cursor})")
-    return "\n".join(out)
-
-
-def render_tree(r: DirectoryTreeResult) -> str:
-    out: list[str] = []
-
-    def walk(node: TreeNode, depth: int) -> None:
-        out.append("  " * depth + node.name + ("/" if node.type == "dir" else ""))
-        for child in node.children or []:
-            walk(child, depth + 1)
-
-    walk(r.tree, 0)
-    if r.truncated:
-        out.append("(truncated: raise max_entries or narrow the path)")
-    return "\n".join(out)
-
-
-def render_info(r: FileInfoResult) -> str:
-    return (
-        f"{r.root.name}/{r.path}: {r.type}, {r.size} bytes, mode {r.mode}, modified {r.mtime}"
-        + (", symlink" if r.is_symlink else "")
-    )
-
-
-def render_write(r: WriteResult) -> str:
-    return f"{'created' if r.created else 'replaced'} {r.path} ({r.bytes} bytes)"
-
-
-def render_edit(r: EditResult) -> str:
-    return (r.diff or "(no change)") + ("" if r.applied else "\n(dry run: nothing written)")
-
-
-def render_copy(r: CopyResult) -> str:
-    out = [f"copied {r.source} -> {r.destination}: {r.files} files, {r.directories} dirs"]
-    out += [f"skipped {s.path}: {s.reason}" for s in r.skipped]
-    return "\n".join(out)
+    tool.__name__ = spec.name
+    params = [
+        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context),
+        inspect.Parameter("roots", inspect.Parameter.KEYWORD_ONLY, default=None,
+                          annotation=CallRoots),
+        inspect.Parameter("arguments", inspect.Parameter.VAR_KEYWORD),
+    ]  # fmt: skip
+    returns = Annotated[CallToolResult, spec.result]
+    tool.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    tool.__annotations__ = {"ctx": Context, "roots": CallRoots, "return": returns}
+    registered = mcp._tool_manager.add_tool(
+        tool, name=spec.name, title=spec.title, description=spec.description,
+        annotations=spec.annotations,
+    )  # fmt: skip
+    strict = type(f"{spec.args.__name__}Strict", (spec.args, ArgModelBase), {})
+    registered.fn_metadata.arg_model = strict
+    registered.parameters = strict.model_json_schema(by_alias=True)
 
 
 # ---- transports ------------------------------------------------------------------------------

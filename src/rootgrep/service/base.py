@@ -35,6 +35,7 @@ from ..grep import (
 from ..index.manager import Indexed, IndexManager
 from ..models import (
     IndexInfo,
+    RootId,
     RootRef,
 )
 from ..roots import Root, path_to_uri, resolve_target
@@ -43,6 +44,8 @@ MAX_RESULTS_CAP = 1000
 SEARCH_CHECKS_PER_PAGE = 200  # hits checked against the disk for one page of search results
 GREP_PAGE_BYTES = 1 << 20  # text (matching lines and context) one grep answer holds, at most about
 LIST_PAGE = 500
+DEFAULT_MAX_LINES = 2000  # read_file: lines one window holds unless told
+DEFAULT_MAX_LINE_CHARS = 300  # grep: a longer line is shown as a window around its match
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,6 +59,7 @@ class Settings:
     roots_ttl: float = 5.0
     use_openat2: bool | None = None
     max_roots_per_session: int = 64  # a client's roots beyond this are refused (README)
+    max_answer_chars: int = 20_000  # a tool's text answer stays under this (SPEC §8)
 
 
 @dataclass(eq=False)
@@ -90,6 +94,11 @@ def iso(ts: float) -> str:
 
 def ref(r: Root) -> RootRef:
     return RootRef(id=r.id, name=r.name, uri=r.uri)
+
+
+def rid(r: Root) -> RootId:
+    """A root's identity as every item of a list carries it."""
+    return RootId(id=r.id, name=r.name)
 
 
 def file_uri(r: Root, path: bytes) -> str:

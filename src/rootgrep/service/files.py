@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from .. import confine
 from ..confine import display
 from ..errors import (
+    InvalidArgument,
     NotADirectory,
 )
 from ..models import (
@@ -24,6 +25,7 @@ from ..models import (
 from ..roots import Root
 from ..walker import Walker
 from .base import (
+    DEFAULT_MAX_LINES,
     LIST_PAGE,
     ServiceBase,
     Token,
@@ -64,28 +66,51 @@ class Files(ServiceBase):
         root: str | None = None,
         start_line: int | None = None,
         end_line: int | None = None,
+        max_lines: int = DEFAULT_MAX_LINES,
     ) -> ReadFileResult:
         r, comps = self._locate(roots, "read_file", "read", path, root)
         res = r.fs.read(comps, max_bytes=self.settings.max_read_bytes)
-        content = text(res.data)
-        lines = content.splitlines(keepends=True)
+        lines = res.data.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
         total = len(lines)
-        first = 1 if start_line is None else max(1, start_line)
-        last = total if end_line is None else min(total, end_line)
-        if start_line is None and end_line is None:
-            chosen = content
-        else:
-            chosen = "".join(lines[first - 1 : last]) if last >= first else ""
-        return ReadFileResult(
+        first = 1 if start_line is None else start_line
+        if first < 1 or (first > total and not (first == 1 and total == 0)):
+            raise InvalidArgument(
+                f"`start_line` {first} is outside the file, which has {total} lines; pass a "
+                f"start_line from 1 to {max(total, 1)}"
+            )
+        if end_line is not None and end_line < first:
+            raise InvalidArgument(
+                f"`end_line` {end_line} is before `start_line` {first}; pass end_line >= "
+                "start_line (or leave it out to read max_lines lines)"
+            )
+        last = min(total, first + max(1, max_lines) - 1)
+        if end_line is not None:
+            last = min(last, end_line)
+        chosen = [text(x) + "\n" for x in lines[first - 1 : last]]
+        if chosen and last == total and not res.data.endswith(b"\n"):
+            chosen[-1] = chosen[-1][:-1]
+        stop = total if end_line is None else min(total, end_line)
+
+        def resume_at(k: int) -> int | None:
+            nxt = first + k
+            return nxt if nxt <= stop else None
+
+        result = ReadFileResult(
             root=ref(r),
             path=display(comps),
             uri=file_uri(r, b"/".join(comps)),
-            content=chosen,
+            content="".join(chosen),
             start_line=first,
-            end_line=max(last, first - 1),
+            end_line=first + len(chosen) - 1,
             total_lines=total,
-            truncated=res.truncated,
+            next_start_line=resume_at(len(chosen)),
+            truncated=res.truncated or last < stop,
         )
+        result._resume = resume_at
+        result._lines = chosen
+        return result
 
     # -- list_directory ----------------------------------------------------------------------
 
@@ -104,7 +129,7 @@ class Files(ServiceBase):
         fd = r.fs.open_dir(comps)
         entries: list[DirEntry] = []
         more = False
-        last = b""
+        names: list[bytes] = []  # (raw, for the cursors)
         try:
             for e in confine.scan_fd(fd):
                 if after is not None and e.name <= after:
@@ -124,15 +149,21 @@ class Files(ServiceBase):
                         mtime=iso(st.st_mtime) if st is not None else None,
                     )
                 )
-                last = e.name
+                names.append(e.name)
         finally:
             os.close(fd)
-        return ListDirectoryResult(
+
+        def resume_at(k: int) -> str | None:
+            return encode_cursor("ls", fp, n=_b64(names[k - 1])) if k < len(names) or more else None
+
+        result = ListDirectoryResult(
             root=ref(r),
             path=display(comps),
             entries=entries,
-            next_cursor=encode_cursor("ls", fp, n=_b64(last)) if more else None,
+            next_cursor=resume_at(len(entries)) if entries else None,
         )
+        result._resume = resume_at
+        return result
 
     # -- directory_tree ----------------------------------------------------------------------
 

@@ -12,11 +12,12 @@ from ..errors import (
     IndexUnavailable,
     RootgrepError,
 )
-from ..globs import Globs, glob_text, has_glob_chars
+from ..globs import Globs, as_globs, glob_text, has_glob_chars
 from ..grep import (
     MAX_CONTEXT,
     FileMatches,
     GrepQuery,
+    LineMatch,
     Matcher,
     Room,
     run_grep,
@@ -27,11 +28,13 @@ from ..index.store import Ranking, parse_search
 from ..models import (
     FileHit,
     FindFilesResult,
+    GrepFile,
     GrepMatch,
     GrepResult,
+    OutputMode,
     ReindexResult,
     ReindexRoot,
-    RootRef,
+    RootId,
     SearchHit,
     SearchResult,
     Snippet,
@@ -39,6 +42,7 @@ from ..models import (
 from ..roots import Root
 from ..walker import DirBatch, Walker, WalkOptions, order_key, path_batches
 from .base import (
+    DEFAULT_MAX_LINE_CHARS,
     GREP_PAGE_BYTES,
     MAX_RESULTS_CAP,
     SEARCH_CHECKS_PER_PAGE,
@@ -54,6 +58,7 @@ from .base import (
     file_uri,
     iso,
     ref,
+    rid,
     text,
 )
 
@@ -73,34 +78,42 @@ class Searching(ServiceBase):
         regex: bool = False,
         case_sensitive: bool = True,
         whole_word: bool = False,
-        include: list[str] | None = None,
-        exclude: list[str] | None = None,
+        include: str | list[str] | None = None,
+        exclude: str | list[str] | None = None,
         context: int = 0,
+        before: int | None = None,
+        after: int | None = None,
         hidden: bool = False,
         no_ignore: bool = False,
         max_results: int = 200,
         cursor: str | None = None,
+        output_mode: OutputMode = "content",
+        max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     ) -> GrepResult:
         started = time.perf_counter()
-        context = _clamp(context, 0, MAX_CONTEXT)
+        include, exclude = as_globs(include), as_globs(exclude)
+        ahead = _clamp(context if before is None else before, 0, MAX_CONTEXT)
+        behind = _clamp(context if after is None else after, 0, MAX_CONTEXT)
+        if output_mode != "content":
+            ahead = behind = 0
         limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
-        matcher = Matcher(GrepQuery(pattern, regex, case_sensitive, whole_word, context))
+        matcher = Matcher(GrepQuery(pattern, regex, case_sensitive, whole_word, max(ahead, behind)))
         fp = _fingerprint(t="grep", p=pattern, r=root, pa=path, re=regex, cs=case_sensitive,
-                          w=whole_word, i=include, e=exclude, c=context, h=hidden,
-                          n=no_ignore)  # fmt: skip
+                          w=whole_word, i=include, e=exclude, b=ahead, a=behind, h=hidden,
+                          n=no_ignore, o=output_mode, m=max_line_chars)  # fmt: skip
         targets = self._targets(roots, "grep", path, root)
         nested = self._nested(roots) if path is None and root is None else {}
         resume = decode_cursor(cursor, "grep", fp) if cursor else None
         keep = _path_filter(include, exclude)
-        sink = _GrepPage(limit)
+        sink = _GrepPage(limit, output_mode, ahead, behind, max(1, max_line_chars))
         searched = 0
         used_index = False
         q: Q | None = None
         for ti, (r, comps) in enumerate(targets):
             if resume is not None and ti < resume["t"]:
                 continue
-            after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
-            sink.start(ti, r, after, resume["l"] if after is not None and resume else 0)
+            at = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
+            sink.start(ti, r, at, resume["l"] if at is not None and resume else 0)
             prune = nested.get(r.path, frozenset())
             opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune)
             found = None if hidden or no_ignore else self._ready_index(r)
@@ -116,7 +129,7 @@ class Searching(ServiceBase):
                 source = _indexed_batches(r, found, q, start, prune)
             else:
                 source = Walker(r.fs, start, opts).batches()
-            batches = _filter_batches(source, keep, after)
+            batches = _filter_batches(source, keep, at)
             stats = run_grep(
                 matcher,
                 batches,
@@ -129,18 +142,28 @@ class Searching(ServiceBase):
             searched += stats.files_searched
             if sink.more:
                 break
-        next_cursor = None
-        if sink.more and sink.last is not None:
-            t, p, line = sink.last
-            next_cursor = encode_cursor("grep", fp, t=t, p=_b64(p), l=line)
-        return GrepResult(
+        positions = sink.positions
+
+        def resume_at(k: int) -> str | None:
+            """The cursor that continues after the first k items of this answer."""
+            if k < len(positions) or sink.more:
+                t, p, line = positions[k - 1]
+                return encode_cursor("grep", fp, t=t, p=_b64(p), l=line)
+            return None
+
+        result = GrepResult(
+            output_mode=output_mode,
             matches=sink.out,
+            files=sink.files,
+            total_matches=sink.total,
             truncated=sink.more,
-            next_cursor=next_cursor,
+            next_cursor=resume_at(len(positions)) if positions else None,
             index_used=used_index,
             files_searched=searched,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
         )
+        result._resume = resume_at
+        return result
 
     # -- find_files ------------------------------------------------------------------------
 
@@ -153,25 +176,30 @@ class Searching(ServiceBase):
         pattern: str,
         root: str | None = None,
         path: str | None = None,
+        include: str | list[str] | None = None,
+        exclude: str | list[str] | None = None,
         hidden: bool = False,
         no_ignore: bool = False,
         max_results: int = 200,
         cursor: str | None = None,
     ) -> FindFilesResult:
         limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
-        fp = _fingerprint(t="find", p=pattern, r=root, pa=path, h=hidden, n=no_ignore)
+        include, exclude = as_globs(include), as_globs(exclude)
+        fp = _fingerprint(t="find", p=pattern, r=root, pa=path, h=hidden, n=no_ignore,
+                          i=include, e=exclude)  # fmt: skip
+        keep = _path_filter(include, exclude)
         targets = self._targets(roots, "find_files", path, root)
         nested = self._nested(roots) if path is None and root is None else {}
         resume = decode_cursor(cursor, "find", fp) if cursor else None
         match = _name_matcher(pattern)
         out: list[FileHit] = []
-        last: tuple[int, bytes] | None = None
+        positions: list[tuple[int, bytes]] = []
         more = False
         for ti, (r, comps) in enumerate(targets):
             if resume is not None and ti < resume["t"]:
                 continue
             after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
-            identity = ref(r)
+            identity = rid(r)
             opts = WalkOptions(
                 hidden=hidden, no_ignore=no_ignore, prune=nested.get(r.path, frozenset())
             )
@@ -184,7 +212,7 @@ class Searching(ServiceBase):
                         for fe in batch.files:
                             if after is not None and order_key(fe.path) <= order_key(after):
                                 continue
-                            if not match(fe.path):
+                            if not match(fe.path) or (keep is not None and not keep(fe.path)):
                                 continue
                             if len(out) >= limit:
                                 more = True
@@ -202,17 +230,25 @@ class Searching(ServiceBase):
                                     mtime=iso(st.st_mtime),
                                 )
                             )
-                            last = (ti, fe.path)
+                            positions.append((ti, fe.path))
                     if more:
                         break
             finally:
                 batches.close()
             if more:
                 break
-        next_cursor = None
-        if more and last is not None:
-            next_cursor = encode_cursor("find", fp, t=last[0], p=_b64(last[1]))
-        return FindFilesResult(files=out, truncated=more, next_cursor=next_cursor)
+
+        def resume_at(k: int) -> str | None:
+            if k < len(positions) or more:
+                t, p = positions[k - 1]
+                return encode_cursor("find", fp, t=t, p=_b64(p))
+            return None
+
+        result = FindFilesResult(
+            files=out, truncated=more, next_cursor=resume_at(len(out)) if out else None
+        )
+        result._resume = resume_at
+        return result
 
     # -- search (ranked) ---------------------------------------------------------------------
 
@@ -225,8 +261,8 @@ class Searching(ServiceBase):
         query: str,
         root: str | None = None,
         path: str | None = None,
-        include: list[str] | None = None,
-        exclude: list[str] | None = None,
+        include: str | list[str] | None = None,
+        exclude: str | list[str] | None = None,
         max_results: int = 20,
         cursor: str | None = None,
     ) -> SearchResult:
@@ -236,6 +272,7 @@ class Searching(ServiceBase):
                 "search needs the index, and indexing is off (--no-index); use grep instead"
             )
         limit = _clamp(max_results, 1, 100)
+        include, exclude = as_globs(include), as_globs(exclude)
         fp = _fingerprint(t="search", q=query, r=root, pa=path, i=include, e=exclude)
         offset = int(decode_cursor(cursor, "search", fp)["o"]) if cursor else 0
         targets = self._targets(roots, "search", path, root)
@@ -245,16 +282,19 @@ class Searching(ServiceBase):
         path_globs = _path_filter(parsed.paths, None) if parsed.paths else None
         hits: list[tuple[float, int, bytes, Root, Any, Ranking]] = []
         partial = False
+        building: list[str] = []
         for ti, (r, comps) in enumerate(targets):
             token.check()
             self.indexes.use(r)  # (no owner: stopped once unused for idle_seconds)
             found = self.indexes.lookup(r)
             if found is None:
                 partial = True  # (this root's index is being replaced or cannot be used)
+                building.append(r.name)
                 continue
             ix, place = found
             if ix.state != "ready":
                 partial = True
+                building.append(r.name)
             if ix.index is None or ix.index.foreign:
                 continue
             start = b"/".join(c for c in comps if c != b".")
@@ -280,6 +320,7 @@ class Searching(ServiceBase):
         # the index's stored copy: a file that left the root (or changed into something that
         # is not a text file) is not shown at all
         results: list[SearchHit] = []
+        ends: list[int] = []  # per result: where in ``hits`` the next page starts after it
         at = offset
         budget = SEARCH_CHECKS_PER_PAGE
         while at < len(hits) and len(results) < limit and budget > 0:
@@ -290,15 +331,30 @@ class Searching(ServiceBase):
             data = self._current_text(r, rel)
             if data is None:
                 continue
-            results.append(
-                SearchHit(
-                    root=ref(r), path=display(rel), uri=file_uri(r, rel), score=round(score, 4),
-                    snippets=[Snippet(line=n, text=t) for n, t in ranking.snippets_of(data)],
-                )
-            )  # fmt: skip
+            snippets = [
+                Snippet(line=n, text=_cut_text(t, DEFAULT_MAX_LINE_CHARS))
+                for n, t in ranking.snippets_of(data)
+            ]
+            shown, uri = display(rel), file_uri(r, rel)
+            hit = SearchHit(
+                root=rid(r), path=shown, uri=uri, score=round(score, 4), snippets=snippets
+            )
+            results.append(hit)
+            ends.append(at)
         more = at < len(hits)
-        nxt = encode_cursor("search", fp, o=at) if more else None
-        return SearchResult(results=results, partial=partial, next_cursor=nxt)
+
+        def resume_at(k: int) -> str | None:
+            end = ends[k - 1] if k else offset
+            return encode_cursor("search", fp, o=end) if end < len(hits) else None
+
+        result = SearchResult(
+            results=results,
+            partial=partial,
+            building=building,
+            next_cursor=encode_cursor("search", fp, o=at) if more else None,
+        )
+        result._resume = resume_at
+        return result
 
     def _current_text(self, r: Root, rel: bytes) -> bytes | None:
         """A search hit's bytes as they are now beneath the root (at most what ``read_file``
@@ -339,64 +395,130 @@ class Searching(ServiceBase):
 class _GrepPage:
     """A grep sink that fills one page of results, skipping what a cursor already covered.
 
-    A page holds at most ``limit`` matches and about ``budget`` bytes of text (matching lines
-    and their context): the match that would pass the budget starts the next page (the first
-    match of a page is always taken, so paging always advances). ``room`` tells the search
-    what is left, so no more than that is ever gathered from a file."""
+    A page holds at most ``limit`` items (matching lines, or files in the two files modes)
+    and about ``budget`` bytes of text (matching lines and their context, as shown): the
+    item that would pass the budget starts the next page (the first item of a page is always
+    taken, so paging always advances). ``room`` tells the search what is left, so no more
+    than that is ever gathered from a file; the files modes gather one match per file
+    (``files_with_matches``) or only a count (``count``). ``positions`` holds, per item, where
+    a cursor resumes after it."""
 
-    def __init__(self, limit: int, budget: int = GREP_PAGE_BYTES) -> None:
+    def __init__(
+        self,
+        limit: int,
+        mode: OutputMode = "content",
+        before: int = 0,
+        after: int = 0,
+        max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+        budget: int = GREP_PAGE_BYTES,
+    ) -> None:
         self.limit = limit
+        self.mode = mode
+        self.before = before
+        self.after = after
+        self.max_line_chars = max_line_chars
         self.budget = budget
         self.held = 0
         self.out: list[GrepMatch] = []
+        self.files: list[GrepFile] = []
+        self.total = 0
+        self.positions: list[tuple[int, bytes, int]] = []
         self.more = False
-        self.last: tuple[int, bytes, int] | None = None
         self._t = 0
         self._root: Root | None = None
-        self._ref: RootRef | None = None
+        self._ref: RootId | None = None
         self._after: bytes | None = None
         self._after_line = 0
 
     def start(self, t: int, root: Root, after: bytes | None, after_line: int) -> None:
-        self._t, self._root, self._ref = t, root, ref(root)
+        self._t, self._root, self._ref = t, root, rid(root)
         self._after, self._after_line = after, after_line
 
     def room(self, path: bytes) -> Room:
+        skip = self._after_line if path == self._after else 0
+        if self.mode == "count":
+            return Room(after_line=skip, count=True)
+        if self.mode == "files_with_matches":
+            return Room(after_line=skip, matches=1)
         return Room(
-            after_line=self._after_line if path == self._after else 0,
+            after_line=skip,
             matches=self.limit - len(self.out) + 1,  # one more than fits: proof of more
             bytes=max(0, self.budget - self.held),
         )
 
     def __call__(self, fm: FileMatches) -> bool:
         assert self._root is not None and self._ref is not None
+        if self.mode != "content":
+            return self._file(fm)
         shown = display(fm.path)
         uri = file_uri(self._root, fm.path)
         for lm in fm.matches:
             if fm.path == self._after and lm.line <= self._after_line:
                 continue
-            size = len(lm.text) + sum(map(len, lm.before)) + sum(map(len, lm.after))
+            m = self._match(lm, shown, uri)
+            size = len(m.text) + sum(map(len, m.before)) + sum(map(len, m.after))
             if len(self.out) >= self.limit or (self.out and self.held + size > self.budget):
                 self.more = True
                 return False
             self.held += size
-            self.out.append(
-                GrepMatch(
-                    root=self._ref,
-                    path=shown,
-                    uri=uri,
-                    line=lm.line,
-                    column=lm.column,
-                    text=text(lm.text),
-                    before=[text(b) for b in lm.before],
-                    after=[text(a) for a in lm.after],
-                )
-            )
-            self.last = (self._t, fm.path, lm.line)
+            self.out.append(m)
+            self.total += 1
+            self.positions.append((self._t, fm.path, lm.line))
         if fm.cut:  # the search stopped gathering this file: the rest is for the next page
             self.more = True
             return False
         return True
+
+    def _match(self, lm: LineMatch, shown: str, uri: str) -> GrepMatch:
+        width = self.max_line_chars
+        line, cut = cut_around(lm.text, lm.offset, lm.offset + 1, width)
+        before = list(lm.before[max(0, len(lm.before) - self.before) :]) if self.before else []
+        after = list(lm.after[: self.after])
+        ctx: list[str] = []
+        for c in (*before, *after):
+            t, c_cut = cut_context(c, width)
+            ctx.append(t)
+            cut = cut or c_cut
+        return GrepMatch(
+            root=self._ref, path=shown, uri=uri, line=lm.line, column=lm.column, text=line,
+            before=ctx[: len(before)], after=ctx[len(before) :], line_truncated=cut,
+        )  # fmt: skip
+
+    def _file(self, fm: FileMatches) -> bool:
+        assert self._root is not None and self._ref is not None
+        if len(self.files) >= self.limit:
+            self.more = True
+            return False
+        n = fm.count if fm.count >= 0 else len(fm.matches)
+        where = display(fm.path)
+        uri = file_uri(self._root, fm.path)
+        self.files.append(GrepFile(root=self._ref, path=where, uri=uri, matches=n))
+        self.total += n
+        self.positions.append((self._t, fm.path, _PAST_EVERY_LINE))
+        return True
+
+
+_PAST_EVERY_LINE = 1 << 62  # a files-mode cursor resumes after the whole file
+
+
+def cut_around(line: bytes, start: int, end: int, width: int) -> tuple[str, bool]:
+    """(temporary until the shared cut lands) a window of ``width`` characters around a
+    match."""
+    t = text(line)
+    if len(t) <= width:
+        return t, False
+    at = len(text(line[:start]))
+    lo = max(0, min(at - width // 3, len(t) - width))
+    return ("…" if lo else "") + t[lo : lo + width] + ("…" if lo + width < len(t) else ""), True
+
+
+def _cut_text(t: str, width: int) -> str:
+    return t if len(t) <= width else t[:width] + "…"
+
+
+def cut_context(line: bytes, width: int) -> tuple[str, bool]:
+    t = text(line)
+    return (t, False) if len(t) <= width else (t[:width] + "…", True)
 
 
 def _name_matcher(pattern: str) -> Callable[[bytes], bool]:

@@ -1,0 +1,167 @@
+"""What a tool is: its arguments (each with a description), its result model, its text.
+
+A ``ToolSpec`` is a tool's whole contract in one value: the server lists and calls every spec
+the same way, so adding a tool means adding one spec (in the module of its family). The
+arguments are a pydantic model that refuses unknown names; a bad argument becomes one
+``[invalid_argument]`` line naming it (``invalid_argument_message``), never a validation dump.
+
+Text answers are made for a model with a bounded context window: each spec's ``answer`` renders
+a result within a budget of characters (``--max-answer-chars``), cutting at an item boundary and
+saying what was left out and how to continue (``fit``); the structured content then holds the
+same items as the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..roots import Root, parse_file_uri
+from ..service import Service, Token
+
+M = TypeVar("M", bound=BaseModel)
+A = TypeVar("A", bound="Args")
+
+READ = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+WRITE = ToolAnnotations(  # adds, never replaces or removes (create_directory)
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+DESTRUCTIVE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
+OVERWRITE = ToolAnnotations(  # replaces what was there; the same call twice changes nothing more
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+DEFAULT_MAX_ANSWER_CHARS = 20_000  # --max-answer-chars (SPEC §8: about 5k tokens)
+
+
+class Args(BaseModel):
+    """A tool's arguments: unknown names are refused (SPEC §8), and every field carries a
+    description (tests check ``tools/list``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What a tool's ``run`` gets besides its arguments: the effective roots it holds, the
+    call's cancellation token, and a progress callback (``reindex``)."""
+
+    service: Service
+    roots: Sequence[Root]
+    token: Token
+    progress: Callable[[int, int | None, str], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    """How a text answer is written: its budget in characters, and whether several roots are
+    served (paths are then shown absolute, so each one names its file without `root`)."""
+
+    budget: int = DEFAULT_MAX_ANSWER_CHARS
+    several_roots: bool = False
+
+    def path(self, rel: str, uri: str) -> str:
+        """A path to show for an item: passed back as any tool's ``path`` (without ``root``)
+        it names the same file. Root-relative with one root, absolute with several; the
+        item's URI when the name would not survive as text (undecodable bytes, a backslash,
+        a control character, or a name that reads as a URI)."""
+        if self.several_roots:
+            try:
+                shown = parse_file_uri(uri).decode("utf-8")
+            except (UnicodeDecodeError, ValueError, Exception):
+                return uri
+            return shown if _faithful(shown) else uri
+        return rel if _faithful(rel) and not _URI_LIKE.match(rel) else uri
+
+
+_UNFAITHFUL = re.compile(r"[\\\x00-\x1f\x7f\u2028\u2029\x85]|^\s|\s$")
+_URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _faithful(shown: str) -> bool:
+    return _UNFAITHFUL.search(shown) is None
+
+
+@dataclass(frozen=True)
+class ToolSpec(Generic[A, M]):
+    name: str
+    title: str
+    description: str
+    args: type[A]
+    result: type[M]
+    run: Callable[[Call, A], M]
+    answer: Callable[[M, Out], str]
+    annotations: ToolAnnotations = field(default_factory=lambda: READ)
+    write: bool = False  # listed only with --allow-write; a started write is never abandoned
+    progress: bool = False  # sends progress notifications (Call.progress)
+
+
+def fit(pieces: Sequence[str], budget: int, footer: Callable[[int], str]) -> tuple[int, str]:
+    """How many of ``pieces`` (each an item's text, in order) fit in ``budget`` characters
+    with the footer ``footer(k)`` for k kept items, and the joined text. At least one piece
+    is always kept (so paging advances): an answer passes its budget by at most one item,
+    and every item is bounded (lines are cut at max_line_chars)."""
+    total = 0
+    k = 0
+    reserve = len(footer(len(pieces)))
+    for p in pieces:
+        if k and total + len(p) + 1 + reserve > budget:
+            break
+        total += len(p) + 1
+        k += 1
+    while True:
+        tail = footer(k)
+        if k <= 1 or total + len(tail) <= budget:
+            break
+        k -= 1
+        total -= len(pieces[k]) + 1
+    body = "\n".join(pieces[:k])
+    return k, (body + "\n" + tail if body and tail else body or tail)
+
+
+def plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+_ARG_WHAT = {
+    "missing": "is required",
+    "extra_forbidden": "is not an argument of this tool",
+}
+
+
+def invalid_argument_message(tool: str, err: ValidationError, args: type[BaseModel]) -> str:
+    """One ``[invalid_argument]`` message for a validation failure: which argument, what was
+    wrong, and what the tool accepts (never the raw dump, never the rejected value)."""
+    problems: list[str] = []
+    names: list[str] = []
+    for e in err.errors():
+        loc = [str(p) for p in e.get("loc", ()) if not isinstance(p, int)]
+        name = loc[0] if loc else "arguments"
+        if name in names:
+            continue
+        names.append(name)
+        kind = e.get("type", "")
+        what = _ARG_WHAT.get(kind) or _reason(e)
+        field = args.model_fields.get(name)
+        accepted = f" ({field.description})" if field is not None and field.description else ""
+        problems.append(f"`{name}` {what}{accepted}")
+    known = ", ".join(sorted(args.model_fields))
+    return (
+        f"[invalid_argument] {tool}: " + "; ".join(problems)
+        + f". Its arguments are: {known}; fix the call and retry"
+    )  # fmt: skip
+
+
+def _reason(e: Any) -> str:
+    msg = str(e.get("msg", "is not valid"))
+    msg = msg.removeprefix("Value error, ").removeprefix("Input should be ")
+    return "should be " + msg if not msg.startswith(("should", "is", "must")) else msg
