@@ -10,7 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from rootgrep import window as window_mod
 from rootgrep.confine import split_relpath
 from rootgrep.errors import (
     BinaryFile,
@@ -62,7 +65,8 @@ def read_all(root: Root, name: str, **kw: object) -> tuple[list[str], list[Windo
         wins.append(w)
         assert w.start_line == start
         assert w.end_line == start + len(w.lines) - 1
-        assert w.lines, "a window that starts on a line returns at least that line"
+        # a window that starts on a line returns at least that line
+        assert w.lines or w.total_lines == 0
         got += w.lines
         if w.next_start_line is None:
             assert w.end_line == w.total_lines
@@ -246,3 +250,68 @@ def test_read_window_streams_an_fd_from_its_start(root: Root) -> None:
     finally:
         os.close(fd)
     assert (w.lines, w.total_lines) == (["2\n", "3\n"], 3)
+
+
+_PIECES = [b"a", b"bc", b"\n", b"\r", b"\r\n", "é".encode(), "😀".encode(), b"\xff", b"\xe2\x82"]
+
+
+def _expected(data: bytes) -> list[tuple[str, int, str]]:
+    """Each true line as (its text, its length in characters, its terminator)."""
+    out = []
+    for raw in re.findall(rb"[^\n]*\n|[^\n]+$", data):
+        term = ""
+        if raw.endswith(b"\n"):
+            raw, term = raw[:-1], "\n"
+            if raw.endswith(b"\r"):
+                raw, term = raw[:-1], "\r\n"
+        text = raw.decode("utf-8", "replace")
+        out.append((text, len(text), term))
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), max_size=60),
+    block=st.integers(3, 9),
+    max_lines=st.integers(1, 6),
+    max_bytes=st.integers(1, 40),
+    max_line_chars=st.integers(1, 8),
+)
+def test_windows_of_any_text_in_tiny_blocks_equal_its_lines(
+    tmp_path_factory: pytest.TempPathFactory,
+    pieces: list[bytes],
+    block: int,
+    max_lines: int,
+    max_bytes: int,
+    max_line_chars: int,
+) -> None:
+    """Blocks of 3-9 bytes put every block boundary inside lines, terminators and
+    characters: the windows, read one after another, are still the file's lines."""
+    data = b"".join(pieces)
+    d = tmp_path_factory.mktemp("w")
+    (d / "f.txt").write_bytes(data)
+    want = _expected(data)
+    r = pin_root(str(d))
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(window_mod, "BLOCK_BYTES", block)
+            got, wins = read_all(
+                r, "f.txt", max_lines=max_lines, max_bytes=max_bytes, max_line_chars=max_line_chars
+            )
+    finally:
+        r.close()
+    assert all(w.total_lines == len(want) for w in wins)
+    assert len(got) == len(want)
+    for w in wins:
+        assert len(w.lines) <= max_lines
+        assert len(w.lines) == 1 or sum(len(x.encode()) for x in w.lines) <= max_bytes
+    for shown, (text, n, term) in zip(got, want, strict=True):
+        if n <= max_line_chars and len((text + term).encode()) <= max_bytes:
+            assert shown == text + term
+            continue
+        assert shown.endswith(term)
+        body = shown[: len(shown) - len(term)]
+        kept, mark, left = body.rpartition("…[+")
+        assert mark and left.endswith(" chars]")
+        assert text.startswith(kept) and len(kept) <= max_line_chars
+        assert int(left.removesuffix(" chars]")) == n - len(kept)
