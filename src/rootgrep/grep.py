@@ -642,3 +642,87 @@ def _close_iter(it: object) -> None:
     close = getattr(it, "close", None)
     if callable(close):
         close()
+
+
+# ---- long lines: a window of characters around the match (SPEC §8 grep max_line_chars) ----
+
+CUT = "…"
+
+
+def _seq_len(lead: int) -> int:
+    """How many bytes a UTF-8 sequence starting with ``lead`` has (1: not a lead byte)."""
+    if 0xC2 <= lead < 0xE0:
+        return 2
+    if 0xE0 <= lead < 0xF0:
+        return 3
+    return 4 if 0xF0 <= lead < 0xF5 else 1
+
+
+def _char_start(line: bytes, j: int) -> int:
+    """Where the character holding byte offset ``j`` starts: ``j`` itself when ``j`` is a
+    boundary (a stray continuation byte is a character of its own, as decoding sees it)."""
+    if j >= len(line) or not 0x80 <= line[j] < 0xC0:
+        return j
+    for p in range(j - 1, max(j - 4, -1), -1):
+        b = line[p]
+        if not 0x80 <= b < 0xC0:  # the byte that opens the run of continuation bytes
+            return p if p + _seq_len(b) > j else j
+    return j
+
+
+def _decode_span(line: bytes, i: int, j: int) -> str:
+    """``line[i:j]`` as text, the two ends moved inward to character boundaries (by at most
+    three bytes), so no character is split by a cut."""
+    p = _char_start(line, i)
+    if p < i:
+        i = min(p + _seq_len(line[p]), j)
+    j = max(_char_start(line, j), i)
+    return line[i:j].decode("utf-8", "replace")
+
+
+def cut_around(line: bytes, start: int, end: int, max_chars: int) -> tuple[str, bool]:
+    """A matching line as shown: decoded (UTF-8, invalid bytes replaced) and, when longer
+    than ``max_chars`` characters, a window of at most ``max_chars`` characters around the
+    match ``[start, end)`` (byte offsets into ``line``) with ``…`` at each cut end; the flag
+    says it was cut. The match is centred when the line allows; a match longer than
+    ``max_chars`` shows its beginning. Only about ``4 * max_chars`` bytes on each side of
+    the match's start are decoded, whatever the line's length."""
+    n = len(line)
+    reach = 4 * max_chars + 4  # bytes enough for max_chars characters
+    if n <= reach:
+        whole = line.decode("utf-8", "replace")
+        if len(whole) <= max_chars:
+            return whole, False
+    start = min(max(start, 0), n)
+    end = min(max(end, start), n)
+    i = max(0, start - reach)
+    pre = _decode_span(line, i, start)
+    mid_end = min(end, start + reach)
+    mid = _decode_span(line, start, mid_end)
+    if len(mid) >= max_chars:  # the match alone fills the window: its beginning
+        before = CUT if start > 0 else ""
+        shown = mid[:max_chars]
+        return before + shown + (CUT if len(mid) > max_chars or mid_end < n else ""), True
+    j = min(n, end + reach)
+    post = _decode_span(line, end, j)
+    room = max_chars - len(mid)
+    a = min(len(pre), room // 2)
+    b = min(len(post), room - a)
+    a = min(len(pre), room - b)  # what the right side could not use goes left
+    left_cut = a < len(pre) or i > 0
+    right_cut = b < len(post) or j < n
+    text = pre[len(pre) - a :] + mid + post[:b]
+    return (CUT if left_cut else "") + text + (CUT if right_cut else ""), left_cut or right_cut
+
+
+def cut_context(line: bytes, max_chars: int) -> tuple[str, bool]:
+    """A context line as shown: decoded, and when longer than ``max_chars`` characters its
+    first ``max_chars`` followed by ``…``; the flag says it was cut."""
+    n = len(line)
+    reach = 4 * max_chars + 4
+    if n <= reach:
+        whole = line.decode("utf-8", "replace")
+        if len(whole) <= max_chars:
+            return whole, False
+    head = _decode_span(line, 0, min(n, reach))
+    return head[:max_chars] + CUT, True

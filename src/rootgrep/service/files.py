@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from .. import confine
 from ..confine import display
 from ..errors import (
-    InvalidArgument,
     NotADirectory,
 )
 from ..models import (
@@ -24,8 +23,8 @@ from ..models import (
 )
 from ..roots import Root
 from ..walker import Walker
+from ..window import DEFAULT_MAX_LINES, read_window_at
 from .base import (
-    DEFAULT_MAX_LINES,
     LIST_PAGE,
     ServiceBase,
     Token,
@@ -39,7 +38,6 @@ from .base import (
     file_uri,
     iso,
     ref,
-    text,
 )
 
 
@@ -67,49 +65,36 @@ class Files(ServiceBase):
         start_line: int | None = None,
         end_line: int | None = None,
         max_lines: int = DEFAULT_MAX_LINES,
+        token: Token | None = None,
     ) -> ReadFileResult:
         r, comps = self._locate(roots, "read_file", "read", path, root)
-        res = r.fs.read(comps, max_bytes=self.settings.max_read_bytes)
-        lines = res.data.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        total = len(lines)
-        first = 1 if start_line is None else start_line
-        if first < 1 or (first > total and not (first == 1 and total == 0)):
-            raise InvalidArgument(
-                f"`start_line` {first} is outside the file, which has {total} lines; pass a "
-                f"start_line from 1 to {max(total, 1)}"
-            )
-        if end_line is not None and end_line < first:
-            raise InvalidArgument(
-                f"`end_line` {end_line} is before `start_line` {first}; pass end_line >= "
-                "start_line (or leave it out to read max_lines lines)"
-            )
-        last = min(total, first + max(1, max_lines) - 1)
-        if end_line is not None:
-            last = min(last, end_line)
-        chosen = [text(x) + "\n" for x in lines[first - 1 : last]]
-        if chosen and last == total and not res.data.endswith(b"\n"):
-            chosen[-1] = chosen[-1][:-1]
-        stop = total if end_line is None else min(total, end_line)
+        w = read_window_at(
+            r.fs, comps, start_line=1 if start_line is None else start_line, end_line=end_line,
+            max_lines=max_lines, max_bytes=self.settings.max_read_bytes,
+            max_file_size=self.settings.max_file_size,
+            cancelled=(lambda: token.cancelled) if token is not None else None,
+        )  # fmt: skip
+        stop = w.total_lines if end_line is None else min(w.total_lines, end_line)
 
         def resume_at(k: int) -> int | None:
-            nxt = first + k
+            """The line after the first k lines of this window (None: past the range)."""
+            nxt = w.start_line + k
             return nxt if nxt <= stop else None
 
         result = ReadFileResult(
             root=ref(r),
             path=display(comps),
             uri=file_uri(r, b"/".join(comps)),
-            content="".join(chosen),
-            start_line=first,
-            end_line=first + len(chosen) - 1,
-            total_lines=total,
-            next_start_line=resume_at(len(chosen)),
-            truncated=res.truncated or last < stop,
+            content="".join(w.lines),
+            start_line=w.start_line,
+            end_line=w.end_line,
+            total_lines=w.total_lines,
+            next_start_line=w.next_start_line,
+            truncated=w.truncated,
+            lines_cut=w.cut_lines,
         )
         result._resume = resume_at
-        result._lines = chosen
+        result._lines = w.lines
         return result
 
     # -- list_directory ----------------------------------------------------------------------

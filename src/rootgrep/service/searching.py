@@ -20,6 +20,8 @@ from ..grep import (
     LineMatch,
     Matcher,
     Room,
+    cut_around,
+    cut_context,
     run_grep,
 )
 from ..index.manager import Indexed
@@ -105,7 +107,7 @@ class Searching(ServiceBase):
         nested = self._nested(roots) if path is None and root is None else {}
         resume = decode_cursor(cursor, "grep", fp) if cursor else None
         keep = _path_filter(include, exclude)
-        sink = _GrepPage(limit, output_mode, ahead, behind, max(1, max_line_chars))
+        sink = _GrepPage(limit, output_mode, ahead, behind, max(1, max_line_chars), matcher=matcher)
         searched = 0
         used_index = False
         q: Q | None = None
@@ -411,7 +413,9 @@ class _GrepPage:
         after: int = 0,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
         budget: int = GREP_PAGE_BYTES,
+        matcher: Matcher | None = None,
     ) -> None:
+        self.matcher = matcher  # (where a cut line's match ends)
         self.limit = limit
         self.mode = mode
         self.before = before
@@ -471,7 +475,12 @@ class _GrepPage:
 
     def _match(self, lm: LineMatch, shown: str, uri: str) -> GrepMatch:
         width = self.max_line_chars
-        line, cut = cut_around(lm.text, lm.offset, lm.offset + 1, width)
+        if len(lm.text) > width:  # (bytes: never fewer than characters)
+            span = self.matcher.find(lm.text, lm.offset) if self.matcher is not None else None
+            end = span[1] if span is not None else lm.offset
+            line, cut = cut_around(lm.text, lm.offset, end, width)
+        else:
+            line, cut = text(lm.text), False
         before = list(lm.before[max(0, len(lm.before) - self.before) :]) if self.before else []
         after = list(lm.after[: self.after])
         ctx: list[str] = []
@@ -501,24 +510,8 @@ class _GrepPage:
 _PAST_EVERY_LINE = 1 << 62  # a files-mode cursor resumes after the whole file
 
 
-def cut_around(line: bytes, start: int, end: int, width: int) -> tuple[str, bool]:
-    """(temporary until the shared cut lands) a window of ``width`` characters around a
-    match."""
-    t = text(line)
-    if len(t) <= width:
-        return t, False
-    at = len(text(line[:start]))
-    lo = max(0, min(at - width // 3, len(t) - width))
-    return ("…" if lo else "") + t[lo : lo + width] + ("…" if lo + width < len(t) else ""), True
-
-
 def _cut_text(t: str, width: int) -> str:
     return t if len(t) <= width else t[:width] + "…"
-
-
-def cut_context(line: bytes, width: int) -> tuple[str, bool]:
-    t = text(line)
-    return (t, False) if len(t) <= width else (t[:width] + "…", True)
 
 
 def _name_matcher(pattern: str) -> Callable[[bytes], bool]:

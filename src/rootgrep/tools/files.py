@@ -14,7 +14,7 @@ from ..models import (
     ReadFileResult,
     TreeNode,
 )
-from ..service.base import DEFAULT_MAX_LINES
+from ..window import DEFAULT_MAX_LINES
 from .common import CursorArg, DirArg, PathArg, RootArg
 from .spec import Args, Call, Out, ToolSpec, fit, plural
 
@@ -89,7 +89,7 @@ class ReadFileArgs(Args):
 
 
 def run_read(c: Call, a: ReadFileArgs) -> ReadFileResult:
-    return c.service.read_file(c.roots, **a.model_dump())
+    return c.service.read_file(c.roots, token=c.token, **a.model_dump())
 
 
 HEAD_ROOM = 300  # characters kept for read_file's header and footer
