@@ -151,7 +151,21 @@ def _serve_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="re-fetch roots older than this for clients without listChanged",
     )
-    p.add_argument("--max-read-bytes", type=int, default=1 << 20, metavar="BYTES")
+    p.add_argument(
+        "--max-read-bytes",
+        type=int,
+        default=1 << 20,
+        metavar="BYTES",
+        help="what one read_file call returns at most (default 1 MiB)",
+    )
+    p.add_argument(
+        "--max-answer-chars",
+        type=int,
+        default=20_000,
+        metavar="N",
+        help="a tool's text answer stays under N characters; the rest is left for the next "
+        "call, with a cursor (default 20000)",
+    )
     p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
@@ -208,6 +222,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_file_size=args.max_file_size,
         roots_ttl=args.roots_ttl,
         max_roots_per_session=args.max_roots_per_session,
+        max_answer_chars=max(200, args.max_answer_chars),
     )
     service = Service(roots, settings, Audit(args.audit_log), indexes)
     mcp = build_server(service)

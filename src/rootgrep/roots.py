@@ -223,10 +223,19 @@ def _dedupe(roots: list[Root]) -> list[Root]:
 
 
 def find_root(roots: Sequence[Root], ref: str) -> Root:
-    """The root a tool's ``root`` argument names: its id, name, URI or path."""
+    """The root a tool's ``root`` argument names: its id, URI, name or path (a name that two
+    roots share is ambiguous: their ids tell them apart)."""
     for r in roots:
-        if ref in (r.id, r.name, r.uri):
+        if ref in (r.id, r.uri):
             return r
+    named = [r for r in roots if r.name == ref]
+    if len(named) > 1:
+        raise AmbiguousRoot(
+            f"{len(named)} roots are named {ref[:200]!r}; pass `root` as one of their ids: "
+            + list_roots_text(named)
+        )
+    if named:
+        return named[0]
     try:
         raw = parse_file_uri(ref) if _SCHEME.match(ref) else fsencode_path(ref)
     except RootgrepError:
@@ -235,8 +244,21 @@ def find_root(roots: Sequence[Root], ref: str) -> Root:
         for r in roots:
             if any(strip_prefix(raw, a) == [] for a in r.aliases):
                 return r
-    names = ", ".join(f"{r.name} ({r.id})" for r in roots) or "none"
-    raise UnknownRoot(f"no effective root matches '{ref[:200]}'; the roots are: {names}")
+    raise UnknownRoot(
+        f"no effective root matches '{ref[:200]}'; the roots are: {list_roots_text(roots)}"
+    )
+
+
+MAX_ROOTS_LISTED = 20  # an error message names at most this many roots
+
+
+def list_roots_text(roots: Sequence[Root]) -> str:
+    """The roots to choose from, for an error message: name, id and URI of each."""
+    if not roots:
+        return "none"
+    shown = [f"{r.name} (id {r.id}, {r.uri})" for r in roots[:MAX_ROOTS_LISTED]]
+    more = len(roots) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more (list_roots shows all)" if more else "")
 
 
 _OTHER_SCHEMES = frozenset(
@@ -292,7 +314,10 @@ def resolve_target(
     if path is None or path in ("", "."):
         if chosen is None:
             if len(roots) > 1:
-                raise AmbiguousRoot("several roots are served; pass `root` (an id, name or URI)")
+                raise AmbiguousRoot(
+                    "several roots are served; pass `root` (an id, name or URI) or an absolute "
+                    "path. The roots: " + list_roots_text(roots)
+                )
             chosen = roots[0]
         return chosen, []
     raw = parse_file_uri(path) if _looks_like_uri(path) else fsencode_path(path)
@@ -317,7 +342,9 @@ def resolve_target(
     if chosen is None:
         if len(roots) > 1:
             raise AmbiguousRoot(
-                "a relative path with several roots is ambiguous; pass `root` or an absolute path"
+                "a relative path with several roots is ambiguous; pass `root` (an id, name or "
+                "URI) or the path as answers show it (absolute). The roots: "
+                + list_roots_text(roots)
             )
         chosen = roots[0]
     return chosen, split_relpath(raw)

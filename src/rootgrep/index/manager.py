@@ -247,7 +247,8 @@ class IndexManager:
                 ix.users.add(owner)
                 self._used(ix, owner, busy)
                 if listener is not None and not ix.built.is_set():
-                    ix.listeners.append(listener)
+                    if listener not in ix.listeners:  # (a session's one listener hears once)
+                        ix.listeners.append(listener)
                 return ix
             if stale is not None:  # (whatever serves the root now: it lets go first)
                 self._leaving[root.path] = stale
