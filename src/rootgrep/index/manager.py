@@ -246,9 +246,9 @@ class IndexManager:
             if ix is not None:
                 ix.users.add(owner)
                 self._used(ix, owner, busy)
-                if listener is not None and not ix.built.is_set():
-                    if listener not in ix.listeners:  # (a session's one listener hears once)
-                        ix.listeners.append(listener)
+                # (a session has one listener, which hears each message once)
+                if listener is not None and not ix.built.is_set() and listener not in ix.listeners:
+                    ix.listeners.append(listener)
                 return ix
             if stale is not None:  # (whatever serves the root now: it lets go first)
                 self._leaving[root.path] = stale
