@@ -144,14 +144,18 @@ def invalid_argument_message(tool: str, err: ValidationError, args: type[BaseMod
     problems: list[str] = []
     names: list[str] = []
     for e in err.errors():
-        loc = [str(p) for p in e.get("loc", ()) if not isinstance(p, int)]
-        name = loc[0] if loc else "arguments"
-        if name in names:
+        loc = list(e.get("loc", ())) or ["arguments"]
+        top = str(loc[0])
+        name = top + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+        if name in names or len(names) >= 5:
             continue
         names.append(name)
         kind = e.get("type", "")
-        what = _ARG_WHAT.get(kind) or _reason(e)
-        field = args.model_fields.get(name)
+        if kind == "extra_forbidden" and len(loc) > 1:
+            what = "is not accepted there"
+        else:
+            what = _ARG_WHAT.get(kind) or _reason(e)
+        field = args.model_fields.get(top) if len(loc) == 1 else None
         accepted = f" ({field.description})" if field is not None and field.description else ""
         problems.append(f"`{name}` {what}{accepted}")
     known = ", ".join(sorted(args.model_fields))
