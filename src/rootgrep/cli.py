@@ -15,7 +15,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -617,7 +617,7 @@ def _grep(args: argparse.Namespace) -> int:
         matcher = Matcher(_query_of(patterns, args, before, after))
     except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
         raise InvalidPattern(e.message.replace("pass regex=false", "pass -F")) from None
-    keep = _glob_filter(args.globs)
+    rules = _GlobRules(args.globs) if args.globs else None
     out = sys.stdout.buffer
     given = paths or ["."]
     with_filename = args.with_filename
@@ -644,8 +644,8 @@ def _grep(args: argparse.Namespace) -> int:
                     WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore),
                 )
                 batches = walker.batches()
-                if keep is not None and not target.is_file:  # (a file PATH is always searched)
-                    batches = _glob_batches(batches, target, keep)
+                if rules is not None and not target.is_file:  # (a file PATH: always searched)
+                    batches = _glob_batches(batches, target, rules)
                 try:
                     stats = run_grep(
                         matcher,
@@ -766,28 +766,49 @@ def _display_prefix(given: str | bytes) -> bytes:
     return raw if raw.endswith(b"/") else raw + b"/"
 
 
-def _glob_filter(globs: list[str]) -> Callable[[bytes], bool] | None:
-    """rg's -g: with any GLOB not starting with ``!`` only files it selects are searched;
-    ``!GLOB`` excludes; the last GLOB that matches a path decides (gitignore style)."""
-    if not globs:
-        return None
-    if any(not g.startswith("!") for g in globs):
-        spec = Globs(globs, "glob")
-        return spec.match
-    excluded = Globs([g[1:] for g in globs], "glob")
-    return lambda path: not excluded.match(path)
+class _GlobRules:
+    """rg's -g rules: the last GLOB that matches a path itself decides (``!GLOB`` excludes);
+    a directory a ``!GLOB`` matches is pruned with everything below it; with any GLOB not
+    starting with ``!``, a file no GLOB selects is not searched (directories are entered)."""
+
+    def __init__(self, globs: list[str]) -> None:
+        self.globs = Globs(globs, "glob")
+        self.whitelist = any(not g.startswith("!") for g in globs)
+
+    def pruned(self, directory: bytes) -> bool:
+        return self.globs.verdict(directory, is_dir=True) is False
+
+    def selected(self, path: bytes) -> bool:
+        v = self.globs.verdict(path)
+        return not self.whitelist if v is None else v
 
 
 def _glob_batches(
-    batches: Iterator[DirBatch], target: _Target, keep: Callable[[bytes], bool]
+    batches: Iterator[DirBatch], target: _Target, rules: _GlobRules
 ) -> Iterator[DirBatch]:
     """The walk's batches with only the files the globs select. rg matches a glob against
     the path as printed, without a leading ``./`` and with the working directory taken off
-    an absolute path below it."""
+    an absolute path below it; each directory below the PATH is judged on its own."""
     cwd = os.fsencode(os.getcwd()).rstrip(b"/") + b"/"
+    pruned: dict[bytes, bool] = {b"": False}  # (the PATH itself is never judged, as in rg)
+
+    def is_pruned(rel_dir: bytes) -> bool:
+        if rel_dir not in pruned:
+            parent = rel_dir.rpartition(b"/")[0]
+            pruned[rel_dir] = is_pruned(parent) or rules.pruned(
+                _glob_path(target.shown(rel_dir), cwd)
+            )
+        return pruned[rel_dir]
+
     try:
         for batch in batches:
-            files = [fe for fe in batch.files if keep(_glob_path(target.shown(fe.path), cwd))]
+            files = []
+            if not is_pruned(batch.dir):
+                files = [
+                    fe
+                    for fe in batch.files
+                    if rules.selected(_glob_path(target.shown(fe.path), cwd))
+                ]
             if not files:
                 batch.close()
                 continue
