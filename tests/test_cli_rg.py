@@ -46,7 +46,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (odd / "sp ace.py").write_text("def setrecursionlimit_here():\n    import os\n")
     (odd / "unit_test.py").write_text("import os  # a test\nclass T: pass\n")
     (odd / "other_test.py").write_text("def other():\n    raise NotImplementedError\n")
-    (odd / "words.txt").write_text("café cls\ncls_x\nxcls\n(cls)\nÉcole CLS\n")
+    (odd / "words.txt").write_text("café cls\ncls_x\nxcls\n(cls)\nÉcole CLS\n-x --flag\n")
     (top / ".hidden").mkdir()
     (top / ".hidden" / "h.py").write_text("import os\nraise NotImplementedError\n")
     (top / "ignored").mkdir()
@@ -75,6 +75,8 @@ CASES: dict[str, list[str]] = {
     "two-e": ["-e", "NotImplementedError", "-e", r"def \w+_test\("],
     "two-e-then-paths": ["-e", "import os", "-e", "import sys", "odd", "json"],
     "two-e-fixed": ["-F", "-e", "os.path.join(", "-e", "sys.exit("],
+    "e-dash-patterns": ["-e", "--flag", "-e", "-x", "odd"],
+    "e-empty-pattern": ["-c", "-e", "", "odd"],
     "ignore-case": ["-i", "IMPORT OS"],
     "ignore-case-regex": ["-i", r"class \w+error\("],
     "smart-case-lower": ["-S", "import os"],

@@ -566,6 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(_index_parser("status").parse_args(rest))
         if verb == "grep":
             gp = _grep_parser()
+            rest = _attach_values(rest)
             # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"
             return _grep(gp.parse_args(rest) if "--" in rest else gp.parse_intermixed_args(rest))
     except RootgrepError as e:
@@ -588,6 +589,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rootgrep: [error] {_one_line(_describe(e))}", file=sys.stderr)
         return 2
     return 2
+
+
+_TAKES_ANY_VALUE = {"-e": "--regexp", "--regexp": "--regexp", "-g": "--glob", "--glob": "--glob"}
+
+
+def _attach_values(argv: list[str]) -> list[str]:
+    """``-e -foo`` as rg reads it: the word after ``-e``/``-g`` is their value even when it
+    starts with a dash (argparse would take it for a flag), so it is attached as
+    ``--regexp=-foo``."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return out + argv[i:]
+        if a in _TAKES_ANY_VALUE and i + 1 < len(argv):
+            out.append(f"{_TAKES_ANY_VALUE[a]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
 
 
 def _describe(e: Exception) -> str:
