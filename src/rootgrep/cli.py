@@ -643,10 +643,8 @@ def _grep(args: argparse.Namespace) -> int:
     rules = _GlobRules(args.globs) if args.globs else None
     out = sys.stdout.buffer
     given = paths or ["."]
-    with_filename = args.with_filename
-    if with_filename is None:
-        with_filename = True  # (one file PATH alone: decided below, once it is known)
-    sink = _Sink(out, args, before or after, with_filename)
+    # (-H/-I say; else a path is printed unless one file PATH alone is searched, see below)
+    sink = _Sink(out, args, before or after, args.with_filename is not False)
     matched = searched = 0
     failed = False
     try:
