@@ -4,6 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
+PORT   ?= 8765
+# the checkout is served unless ARGS names its own roots (`make run ARGS="--root X"`)
+RUN_ROOT = $(if $(filter --root --root=%,$(ARGS)),,--root "$(CURDIR)")
 
 .PHONY: install run test bench lint format clean
 
@@ -15,8 +18,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
+# exec: the server replaces the recipe's shell, so it is make's own child and the SIGTERM
+# or SIGINT that stops make reaches it (no server is left holding the port)
 run: install
-	$(BIN)/rootgrep serve --transport http --root "$(CURDIR)" $(ARGS)
+	exec $(BIN)/rootgrep serve --transport http --port $(PORT) $(RUN_ROOT) $(ARGS)
 
 test: install
 	$(BIN)/python -m pytest -q -x --timeout=300 tests

@@ -110,9 +110,9 @@ def rootgrep_grep(pattern: Pattern, path: str) -> int:
 
 
 def rootgrep_cli_grep(exe: str, pattern: Pattern, path: str) -> int:
-    """Output lines of ``rootgrep grep [-e] PATTERN DIR`` (a whole process, as rg is)."""
+    """Output lines of ``rootgrep grep [-F] -e PATTERN DIR`` (a whole process, as rg is)."""
     return _run_counting_lines(
-        [exe, "grep", *(["-e"] if pattern.regex else []), pattern.text, path]
+        [exe, "grep", *([] if pattern.regex else ["-F"]), "-e", pattern.text, path]
     )
 
 

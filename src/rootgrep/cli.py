@@ -9,19 +9,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re as _re
 import signal
+import stat
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
+
+import re2
 
 from . import __version__
 from .confine import display
-from .errors import RootgrepError
+from .errors import InvalidPattern, RootgrepError
+from .globs import Globs
 from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Matcher, run_grep
 from .roots import Root, pin_root
-from .walker import Walker, WalkOptions
+from .walker import DirBatch, Walker, WalkOptions
 
 VERBS = {
     "serve": "serve the MCP tools over stdio or streamable HTTP",
@@ -45,24 +51,115 @@ def _top_parser() -> argparse.ArgumentParser:
     return p
 
 
+GREP_EPILOG = """\
+exit status: 0 a line matched, 1 no line matched, 2 an error (a bad pattern, a missing
+PATH, a directory that could not be read), also when other PATHs matched (as rg).
+Output is sorted by path (like `rg --sort path`); line numbers are always shown."""
+
+
 def _grep_parser() -> argparse.ArgumentParser:
-    g = argparse.ArgumentParser(prog="rootgrep grep", description=VERBS["grep"])
-    g.add_argument("pattern", help="a literal string (or an RE2 regex with -e)")
-    g.add_argument("dirs", nargs="*", metavar="DIR", help="directories to search (default: .)")
-    g.add_argument("-e", "--regex", action="store_true", help="PATTERN is an RE2 regex")
-    g.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
-    g.add_argument("-w", "--word", action="store_true", help="match whole words only")
+    g = argparse.ArgumentParser(
+        prog="rootgrep grep",
+        usage="rootgrep grep [OPTIONS] PATTERN [PATH ...]\n"
+        "       rootgrep grep [OPTIONS] -e PATTERN ... [PATH ...]",
+        description=VERBS["grep"] + ", with ripgrep's flags",
+        epilog=GREP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     g.add_argument(
-        "-C",
-        "--context",
-        type=int,
-        default=0,
-        metavar="N",
-        help=f"show N lines around each match (at most {MAX_CONTEXT})",
+        "args",
+        nargs="*",
+        metavar="PATTERN PATH",
+        help="an RE2 regex (unless -e gives the patterns), then files or directories to "
+        "search (default: the current directory)",
+    )
+    g.add_argument(
+        "-e",
+        "--regexp",
+        action="append",
+        default=[],
+        dest="patterns",
+        metavar="PATTERN",
+        help="a pattern (repeatable: a line matches if any matches); every positional "
+        "argument is then a PATH",
+    )
+    g.add_argument(
+        "-F", "--fixed-strings", action="store_true", help="the patterns are literal strings"
+    )
+    for flags, case, what in (
+        (("-i", "--ignore-case"), "insensitive", "case-insensitive"),
+        (("-s", "--case-sensitive"), "sensitive", "case-sensitive (the default)"),
+        (("-S", "--smart-case"), "smart", "case-insensitive unless a pattern has an upper case"),
+    ):
+        g.add_argument(
+            *flags, dest="case", action="store_const", const=case, help=what + " (last wins)"
+        )
+    g.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
+    for flags, dest, what in (
+        (("-A", "--after-context"), "after", "after"),
+        (("-B", "--before-context"), "before", "before"),
+        (("-C", "--context"), "context", "before and after"),
+    ):
+        g.add_argument(
+            *flags,
+            dest=dest,
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"show N lines {what} each match (at most {MAX_CONTEXT})",
+        )
+    g.add_argument(
+        "-l",
+        "--files-with-matches",
+        dest="mode",
+        action="store_const",
+        const="files",
+        help="print only the paths of files with a match (-l/-c: the last wins)",
+    )
+    g.add_argument(
+        "-c",
+        "--count",
+        dest="mode",
+        action="store_const",
+        const="count",
+        help="print `path:N`, the number of matching lines, per file with a match",
+    )
+    g.add_argument(
+        "-g",
+        "--glob",
+        action="append",
+        default=[],
+        dest="globs",
+        metavar="GLOB",
+        help="search only files matching GLOB (gitignore style, matched against the path "
+        "as printed, without a leading ./); !GLOB excludes; repeatable, the last match "
+        "wins; files given as PATH are always searched",
     )
     g.add_argument("--hidden", action="store_true", help="search hidden files and directories")
     g.add_argument("--no-ignore", action="store_true", help="ignore .gitignore/.ignore rules")
-    g.add_argument("--json", action="store_true", help="one JSON object per matching line")
+    g.add_argument(
+        "--json",
+        action="store_true",
+        help="rootgrep's JSON lines (not rg's format): one object per matching line "
+        "{root, path, line, column, text, before, after}; with -l/-c one per file "
+        "{root, path, matches}",
+    )
+    g.add_argument(
+        "-M",
+        "--max-columns",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print a line longer than N bytes as `[Omitted long matching line]` "
+        "(0: no limit, the default)",
+    )
+    g.add_argument("-H", "--with-filename", dest="with_filename", action="store_const", const=True)
+    g.add_argument("-I", "--no-filename", dest="with_filename", action="store_const", const=False)
+    g.add_argument(
+        "-n", "--line-number", action="store_true", help="accepted: line numbers are always on"
+    )
+    g.add_argument("--no-heading", action="store_true", help="accepted: there is no heading")
+    g.add_argument("--sort", choices=("path",), help="accepted: output is always sorted by path")
     g.add_argument(
         "--max-file-size",
         type=int,
@@ -199,6 +296,8 @@ def _serve(args: argparse.Namespace) -> int:
         from .server import http_exposure_problem
 
         problem = http_exposure_problem(args.host, token, args.allowed_host)
+        if problem is None:
+            problem = _port_problem(args.host, args.port)
         if problem is not None:
             print(f"rootgrep: {problem}", file=sys.stderr)
             return 2
@@ -235,14 +334,42 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port_problem(host: str, port: int) -> str | None:
+    """Whether ``host:port`` can be listened on, checked by binding it once (and closing)
+    before anything is printed: a port in use fails with one clear line, not after the
+    client configuration has been shown. (``SO_REUSEADDR`` as uvicorn sets it, so a port
+    left in TIME_WAIT by a previous run is not taken for one in use.)"""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as e:
+        return f"--host {host}: cannot be resolved ({e.strerror or e})"
+    family, kind, proto, _canon, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            why = e.strerror or str(e)
+            return (
+                f"cannot listen on {host}:{port} ({why}): another server (an earlier "
+                "`make run`?) holds it; stop it, or pass --port N"
+            )
+    return None
+
+
 def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
     entry: dict[str, object] = {"type": "http", "url": url}
     if auth:
         entry["headers"] = {"Authorization": "Bearer ${ROOTGREP_TOKEN}"}
     snippet = json.dumps({"mcpServers": {"rootgrep": entry}}, indent=2)
-    served = ", ".join(os.fsdecode(r.path) for r in roots) or "the client's roots"
+    if roots:
+        served = "operator roots: " + ", ".join(os.fsdecode(r.path) for r in roots)
+    else:
+        served = "no operator roots: each client's own roots are the scope"
     return (
-        f"rootgrep {__version__} serving {served}\n"
+        f"rootgrep {__version__} (pid {os.getpid()}), {served}\n"
         f"MCP endpoint (streamable HTTP): {url}\n"
         f"client configuration:\n{snippet}"
     )
@@ -279,21 +406,27 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
     if watch:
         return _daemon(cache, roots, args.max_file_size)
     pinned = CacheDir.open(cache)  # (refused with a clear message when unsafe: exit 2)
+    console = _stderr_console()
+    total_files = indexed = 0
     try:
+        # transient: the bar shows progress while a root syncs (on a terminal) and is then
+        # replaced by that root's summary line, so no stale count ("0 files") is left behind
         with Progress(
             SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
             TextColumn("{task.completed} files"), TimeElapsedColumn(),
-            console=_stderr_console(), transient=False,
+            console=console, transient=True, disable=not console.is_terminal,
         ) as bar:  # fmt: skip
             for r in roots:
-                task = bar.add_task(os.fsdecode(r.path), total=None)
+                shown = os.fsdecode(r.path)
+                task = bar.add_task(shown, total=None)
                 try:
                     ix = RootIndex(
                         cache, r.path, max_file_size=args.max_file_size, cache=pinned,
                         identity=r.fs.identity(),
                     )  # fmt: skip
                 except ForeignIndex as e:
-                    bar.update(task, description=f"{os.fsdecode(r.path)} ({e})")
+                    bar.remove_task(task)
+                    _say(console, f"{shown}: not indexed ({e})")
                     continue
 
                 def progress(done: int, total: int | None, _msg: str, task: Any = task) -> None:
@@ -302,22 +435,39 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                 try:
                     st = ix.sync(r.fs, progress=progress)
                 except WriterBusy:
-                    bar.update(task, description=f"{os.fsdecode(r.path)} (kept by a daemon)")
+                    bar.remove_task(task)
+                    _say(console, f"{shown}: kept by a daemon (not synced here)")
                     continue
                 finally:
                     ix.close()
-                bar.update(task, completed=st.read, total=st.read)
-                print(
-                    f"{os.fsdecode(r.path)}: {st.files} files indexed; read {st.read} "
-                    f"({st.bytes} bytes): +{st.added} ~{st.updated} -{st.removed} "
-                    f"in {st.elapsed_ms / 1000:.2f} s",
-                    file=sys.stderr,
+                bar.remove_task(task)
+                total_files += st.files
+                indexed += 1
+                change = (
+                    f"read {st.read} ({st.bytes} bytes): +{st.added} ~{st.updated} -{st.removed}"
+                    if st.read or st.removed
+                    else "unchanged, read 0"
                 )
+                took = f"{st.elapsed_ms / 1000:.2f} s"
+                _say(console, f"{shown}: {_files(st.files)} indexed; {change} in {took}")
+        if len(roots) > 1:
+            _say(
+                console, f"total: {_files(total_files)} indexed in {indexed} of {len(roots)} roots"
+            )
         return 0
     finally:
         pinned.close()
         for r in roots:
             r.close()
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
+def _say(console: Any, line: str) -> None:
+    """One plain line on stderr, above a live progress bar (never markup-parsed)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
@@ -431,6 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(_index_parser("status").parse_args(rest))
         if verb == "grep":
             gp = _grep_parser()
+            rest = _attach_values(rest)
             # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"
             return _grep(gp.parse_args(rest) if "--" in rest else gp.parse_intermixed_args(rest))
     except RootgrepError as e:
@@ -455,6 +606,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+_TAKES_ANY_VALUE = {"-e": "--regexp", "--regexp": "--regexp", "-g": "--glob", "--glob": "--glob"}
+
+
+def _attach_values(argv: list[str]) -> list[str]:
+    """``-e -foo`` as rg reads it: the word after ``-e``/``-g`` is their value even when it
+    starts with a dash (argparse would take it for a flag), so it is attached as
+    ``--regexp=-foo``."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            return out + argv[i:]
+        if a in _TAKES_ANY_VALUE and i + 1 < len(argv):
+            out.append(f"{_TAKES_ANY_VALUE[a]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def _describe(e: Exception) -> str:
     if isinstance(e, OSError) and e.strerror:
         where = f": {e.filename}" if e.filename is not None else ""
@@ -467,64 +640,279 @@ def _one_line(msg: str) -> str:
 
 
 def _grep(args: argparse.Namespace) -> int:
-    if not 0 <= args.context <= MAX_CONTEXT:
-        raise SystemExit(f"rootgrep: --context must be between 0 and {MAX_CONTEXT}")
-    query = GrepQuery(
-        args.pattern,
-        regex=args.regex,
-        case_sensitive=not args.ignore_case,
-        whole_word=args.word,
-        context=args.context,
-    )
-    matcher = Matcher(query)
-    dirs: list[str] = args.dirs or ["."]
-    roots = [pin_root(d, symlinks=args.symlinks) for d in dirs]
-    out = sys.stdout.buffer
-    total = 0
+    """``rg --sort path -n`` over confined roots: each directory PATH is pinned as a root and
+    walked; a file PATH is searched as the one entry of its pinned parent directory."""
+    patterns: list[str] = list(args.patterns)
+    paths: list[str] = list(args.args)
+    if not patterns:
+        if not paths:
+            raise SystemExit("rootgrep: give a PATTERN (or -e PATTERN); see rootgrep grep -h")
+        patterns = [paths.pop(0)]
+    before, after = _context_of(args)
+    if args.max_columns < 0:
+        raise SystemExit("rootgrep: --max-columns must be 0 (no limit) or more")
     try:
-        for given, root in zip(dirs, roots, strict=True):
-            prefix = b"" if not args.dirs else _display_prefix(given)
-            sink = _JsonSink(out, root) if args.json else _TextSink(out, prefix, args.context)
-            walker = Walker(root.fs, b"", WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore))
-            stats = run_grep(
-                matcher,
-                walker.batches(),
-                sink,
-                max_file_size=args.max_file_size,
-                threads=args.threads,
-            )
-            total += stats.matches
-            for rel, why in walker.errors:
-                print(f"rootgrep: {display(prefix + rel)}: {why}", file=sys.stderr)
+        matcher = Matcher(_query_of(patterns, args, before, after))
+    except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
+        raise InvalidPattern(e.message.replace("pass regex=false", "pass -F")) from None
+    rules = _GlobRules(args.globs) if args.globs else None
+    out = sys.stdout.buffer
+    given = paths or ["."]
+    # (-H/-I say; else a path is printed unless one file PATH alone is searched, see below)
+    sink = _Sink(out, args, before or after, args.with_filename is not False)
+    matched = searched = 0
+    failed = False
+    try:
+        for path in given:
+            try:
+                target = _open_target(path, bool(paths), args.symlinks)
+            except RootgrepError as e:
+                print(f"rootgrep: {path}: {_one_line(str(e))}", file=sys.stderr)
+                failed = True
+                continue
+            try:
+                if target.is_file and len(given) == 1 and args.with_filename is None:
+                    sink.with_filename = False  # as rg: one file searched prints no path
+                sink.target = target
+                walker = Walker(
+                    target.root.fs,
+                    target.start,
+                    WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore),
+                )
+                batches = walker.batches()
+                if rules is not None and not target.is_file:  # (a file PATH: always searched)
+                    batches = _glob_batches(batches, target, rules)
+                try:
+                    stats = run_grep(
+                        matcher,
+                        batches,
+                        sink,
+                        max_file_size=args.max_file_size,
+                        threads=args.threads,
+                    )
+                except RootgrepError as e:  # the PATH vanished, or is a FIFO, ...
+                    print(f"rootgrep: {path}: {_one_line(str(e))}", file=sys.stderr)
+                    failed = True
+                    continue
+                matched += stats.matches
+                searched += stats.files_searched
+                for rel, why in walker.errors:
+                    print(f"rootgrep: {display(target.shown(rel))}: {why}", file=sys.stderr)
+                    failed = True
+            finally:
+                target.root.close()
     finally:
         out.flush()
-        for r in roots:
-            r.close()
-    return 0 if total else 1
+    if not paths and not searched and not failed:
+        # as rg: searching the working directory found no file at all (an error, status 2)
+        print(
+            "rootgrep: no files were searched: they are hidden, ignored or excluded by -g "
+            "(see --hidden, --no-ignore)",
+            file=sys.stderr,
+        )
+        return 2
+    if failed:
+        return 2
+    return 0 if matched else 1
 
 
-def _display_prefix(given: str) -> bytes:
+def _context_of(args: argparse.Namespace) -> tuple[int, int]:
+    """(before, after) as rg reads them: -A and -B override their side of -C."""
+    for flag, n in (("--after-context", args.after), ("--before-context", args.before),
+                    ("--context", args.context)):  # fmt: skip
+        if n is not None and not 0 <= n <= MAX_CONTEXT:
+            raise SystemExit(f"rootgrep: {flag} must be between 0 and {MAX_CONTEXT}")
+    both = args.context or 0
+    return (
+        both if args.before is None else args.before,
+        both if args.after is None else args.after,
+    )
+
+
+_ESCAPE = _re.compile(r"\\(?:[pP](?:\{[^}]*\}|.)|.)", _re.S)
+
+
+def _query_of(patterns: list[str], args: argparse.Namespace, before: int, after: int) -> GrepQuery:
+    """One query for all the patterns: a line matches if any does (an RE2 alternation)."""
+    case = args.case or "sensitive"
+    if case == "smart":
+        # as rg's --smart-case: insensitive unless a pattern has an upper-case literal
+        # (escapes such as \W or \p{Lu} are not literals)
+        texts = patterns if args.fixed_strings else [_ESCAPE.sub("", p) for p in patterns]
+        case = "sensitive" if any(c.isupper() for t in texts for c in t) else "insensitive"
+    if len(patterns) == 1:
+        pattern, regex = patterns[0], not args.fixed_strings
+    else:
+        parts = [re2.escape(p) if args.fixed_strings else p for p in patterns]
+        pattern, regex = "|".join(f"(?:{p})" for p in parts), True
+    return GrepQuery(
+        pattern,
+        regex=regex,
+        case_sensitive=case == "sensitive",
+        whole_word=args.word_regexp,
+        before=before,
+        after=after,
+    )
+
+
+@dataclass
+class _Target:
+    """One PATH: the pinned directory searched (a directory PATH itself, or a file PATH's
+    parent) and where the walk starts in it (b"" or the file's name)."""
+
+    given: bytes
+    root: Root
+    start: bytes
+    is_file: bool
+    prefix: bytes  # what is printed before a root-relative path (directories)
+
+    def shown(self, rel: bytes) -> bytes:
+        """A file's path as rg prints it: a file PATH as given, else PATH joined with it."""
+        return self.given if self.is_file else self.prefix + rel
+
+
+def _open_target(path: str, explicit: bool, symlinks: Any) -> _Target:
+    raw = os.fsencode(path)
+    try:
+        root = pin_root(path, symlinks=symlinks)
+    except RootgrepError as not_dir:
+        # not a directory: a file, opened beneath its pinned parent by its one name
+        parent, name = os.path.split(raw)
+        if not name or name in (b".", b".."):
+            raise
+        try:
+            root = pin_root(parent or b".", symlinks=symlinks)
+        except RootgrepError:
+            raise not_dir from None
+        try:
+            st = root.fs.stat([name])
+        except RootgrepError:
+            root.close()
+            raise not_dir from None
+        if stat.S_ISDIR(st.st_mode):  # (became a directory meanwhile: search it as one)
+            return _Target(raw, root, name, False, _display_prefix(raw) if explicit else b"")
+        return _Target(raw, root, name, True, b"")
+    return _Target(raw, root, b"", False, _display_prefix(raw) if explicit else b"")
+
+
+def _display_prefix(given: str | bytes) -> bytes:
+    """rg joins a directory PATH and a file's relative path as Rust's ``Path::join`` does: a
+    ``/`` between them unless PATH already ends with one (``dir/`` → ``dir/x``)."""
     raw = os.fsencode(given)
-    stripped = raw.rstrip(b"/")
-    return (stripped or b"") + b"/"
+    return raw if raw.endswith(b"/") else raw + b"/"
 
 
-class _TextSink:
-    """``path:line:text`` like ``rg -n``; context lines as ``path-line-text`` with ``--``."""
+class _GlobRules:
+    """rg's -g rules: the last GLOB that matches a path itself decides (``!GLOB`` excludes);
+    a directory a ``!GLOB`` matches is pruned with everything below it; with any GLOB not
+    starting with ``!``, a file no GLOB selects is not searched (directories are entered)."""
 
-    def __init__(self, out: BinaryIO, prefix: bytes, context: int) -> None:
+    def __init__(self, globs: list[str]) -> None:
+        self.globs = Globs(globs, "glob")
+        self.whitelist = any(not g.startswith("!") for g in globs)
+
+    def pruned(self, directory: bytes) -> bool:
+        return self.globs.verdict(directory, is_dir=True) is False
+
+    def selected(self, path: bytes) -> bool:
+        v = self.globs.verdict(path)
+        return not self.whitelist if v is None else v
+
+
+def _glob_batches(
+    batches: Iterator[DirBatch], target: _Target, rules: _GlobRules
+) -> Iterator[DirBatch]:
+    """The walk's batches with only the files the globs select. rg matches a glob against
+    the path as printed, without a leading ``./`` and with the working directory taken off
+    an absolute path below it; each directory below the PATH is judged on its own."""
+    cwd = os.fsencode(os.getcwd()).rstrip(b"/") + b"/"
+    pruned: dict[bytes, bool] = {b"": False}  # (the PATH itself is never judged, as in rg)
+
+    def is_pruned(rel_dir: bytes) -> bool:
+        if rel_dir not in pruned:
+            parent = rel_dir.rpartition(b"/")[0]
+            pruned[rel_dir] = is_pruned(parent) or rules.pruned(
+                _glob_path(target.shown(rel_dir), cwd)
+            )
+        return pruned[rel_dir]
+
+    try:
+        for batch in batches:
+            files = []
+            if not is_pruned(batch.dir):
+                files = [
+                    fe
+                    for fe in batch.files
+                    if rules.selected(_glob_path(target.shown(fe.path), cwd))
+                ]
+            if not files:
+                batch.close()
+                continue
+            batch.files = files
+            yield batch
+    finally:
+        batches.close()
+
+
+def _glob_path(shown: bytes, cwd: bytes) -> bytes:
+    if shown.startswith(b"./"):
+        return shown[2:]
+    if shown.startswith(cwd):
+        return shown[len(cwd) :]
+    return shown
+
+
+OMITTED_MATCH = b"[Omitted long matching line]"  # rg 14's words for a line over -M
+OMITTED_CONTEXT = b"[Omitted long context line]"
+
+
+class _Sink:
+    """Prints what ``rg -n --sort path`` prints: ``path:line:text``; context lines as
+    ``path-line-text`` with ``--`` between groups that do not touch; ``-l`` paths; ``-c``
+    ``path:N``. Without a file name (one file PATH): ``line:text``, ``N``. ``--json``: see
+    the flag's help."""
+
+    def __init__(self, out: BinaryIO, args: argparse.Namespace, context: int, names: bool) -> None:
         self.out = out
-        self.prefix = prefix
+        self.mode: str = args.mode or "content"
+        self.json: bool = args.json
         self.context = context
+        self.max_columns: int = args.max_columns
+        self.with_filename = names
+        self.target: _Target | None = None
         self.first = True
 
     def __call__(self, fm: FileMatches) -> bool:
-        path = self.prefix + fm.path
+        assert self.target is not None
+        path = self.target.shown(fm.path)
+        w = self.out.write
+        if self.json:
+            self._json(fm)
+        elif self.mode == "files":
+            w(path + b"\n")
+        elif self.mode == "count":
+            n = b"%d" % len(fm.matches)
+            w(path + b":" + n + b"\n" if self.with_filename else n + b"\n")
+        else:
+            self._content(path, fm)
+        return True
+
+    def _line(self, path: bytes, n: int, text: bytes, is_match: bool) -> bytes:
+        sep = b":" if is_match else b"-"
+        if self.max_columns and len(text) + 1 > self.max_columns:
+            # (rg counts the line terminator; a last line without one is counted as if it
+            # had one here)
+            text = OMITTED_MATCH if is_match else OMITTED_CONTEXT
+        if self.with_filename:
+            return b"%s%s%d%s%s\n" % (path, sep, n, sep, text)
+        return b"%d%s%s\n" % (n, sep, text)
+
+    def _content(self, path: bytes, fm: FileMatches) -> None:
         w = self.out.write
         if not self.context:
             for lm in fm.matches:
-                w(b"%s:%d:%s\n" % (path, lm.line, lm.text))
-            return True
+                w(self._line(path, lm.line, lm.text, True))
+            return
         lines: dict[int, tuple[bytes, bool]] = {}
         for lm in fm.matches:
             for i, t in enumerate(lm.before):
@@ -537,25 +925,21 @@ class _TextSink:
             if (prev is not None and n != prev + 1) or (prev is None and not self.first):
                 w(b"--\n")
             text, is_match = lines[n]
-            w(
-                b"%s%s%d%s%s\n"
-                % (path, b":" if is_match else b"-", n, b":" if is_match else b"-", text)
-            )
+            w(self._line(path, n, text, is_match))
             prev = n
         self.first = False
-        return True
 
-
-class _JsonSink:
-    def __init__(self, out: BinaryIO, root: Root) -> None:
-        self.out = out
-        self.root = root
-
-    def __call__(self, fm: FileMatches) -> bool:
+    def _json(self, fm: FileMatches) -> None:
+        assert self.target is not None
+        root = self.target.root.identity()
         path = display(fm.path)
+        if self.mode != "content":
+            rec: dict[str, object] = {"root": root, "path": path, "matches": len(fm.matches)}
+            self.out.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+            return
         for lm in fm.matches:
             rec = {
-                "root": self.root.identity(),
+                "root": root,
                 "path": path,
                 "line": lm.line,
                 "column": lm.column,
@@ -564,4 +948,3 @@ class _JsonSink:
                 "after": [a.decode("utf-8", "replace") for a in lm.after],
             }
             self.out.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
-        return True

@@ -63,6 +63,28 @@ class Globs:
     def match(self, path: bytes) -> bool:
         return bool(self._spec.match_file(glob_text(path)))
 
+    def verdict(self, path: bytes, is_dir: bool = False) -> bool | None:
+        """The last pattern that matches ``path`` itself decides: True for a plain pattern,
+        False for a ``!`` one, None when none does. Unlike ``match``, a pattern that matches
+        only a directory above ``path`` does not count (ripgrep's ``-g`` rules, where such a
+        directory is pruned or entered on its own verdict)."""
+        text = glob_text(path)
+        if is_dir:
+            text += "/"
+        end = len(text) - 1 if is_dir else -1  # where a directory mark may match: its own /
+        for pattern in reversed(self._spec.patterns):
+            rx = getattr(pattern, "regex", None)
+            if pattern.include is None or rx is None:
+                continue
+            m = rx.match(text)
+            if m is None:
+                continue
+            mark = rx.groupindex.get("ps_d")  # pathspec's group for "a directory above"
+            if mark is not None and m.start(mark) not in (-1, end):
+                continue
+            return bool(pattern.include)
+        return None
+
 
 def has_glob_chars(pattern: str) -> bool:
     """Whether ``pattern`` is a glob (``*``, ``?``, ``[``, or a ``{a,b}`` group)."""

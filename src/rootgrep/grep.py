@@ -37,11 +37,23 @@ _NON_WORD = rb"[^\p{L}\p{M}\p{Nd}\p{Pc}\n]"
 
 @dataclass(frozen=True, slots=True)
 class GrepQuery:
+    """What to look for. ``before``/``after``: context lines on each side of a match (each
+    at most ``MAX_CONTEXT``); ``context`` is the convenience that sets both (an explicit
+    ``before`` or ``after`` wins over it)."""
+
     pattern: str
     regex: bool = False
     case_sensitive: bool = True
     whole_word: bool = False
     context: int = 0
+    before: int = -1  # -1: as ``context``
+    after: int = -1
+
+    def __post_init__(self) -> None:
+        if self.before < 0:
+            object.__setattr__(self, "before", self.context)
+        if self.after < 0:
+            object.__setattr__(self, "after", self.context)
 
 
 class LineMatch(tuple):  # type: ignore[type-arg]
@@ -308,9 +320,12 @@ def search_buffer(
     context: int = 0,
     room: Room | None = None,
     cancelled: Callable[[], bool] | None = None,
+    *,
+    after: int = -1,
 ) -> list[LineMatch]:
     """Every matching line of ``buf`` (a file's ``text_of``; line numbers 1-based), with up to
-    ``context`` lines of context on each side; with ``room``, only those after its line and
+    ``context`` lines of context before it and ``after`` lines after it (-1: ``context``
+    too); with ``room``, only those after its line and
     up to its bounds (``search_file`` says whether it stopped early). ``cancelled`` is asked
     at least every ``CANCEL_CHECK_BYTES`` of the buffer (raising ``Cancelled``).
 
@@ -336,6 +351,8 @@ def search_buffer(
     max_b = room.bytes if room is not None else -1
     held = 0  # bytes of text gathered (lines and context), when bounded
     check_at = CANCEL_CHECK_BYTES if cancelled is not None else n + 1
+    n_before = context
+    n_after = context if after < 0 else after
     while pos <= end:
         if pos >= check_at:
             if cancelled is not None and cancelled():
@@ -367,12 +384,12 @@ def search_buffer(
         if line_no <= skip_to:  # a page before this one already had it
             pos = le + 1
             continue
-        if context:
-            before = _lines_before(buf, ls, context)
-            after = _lines_after(buf, le, context)
-            append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], before, after)))
+        if n_before or n_after:
+            lines_b = _lines_before(buf, ls, n_before)
+            lines_a = _lines_after(buf, le, n_after)
+            append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], lines_b, lines_a)))
             if max_b >= 0:
-                held += le - ls + sum(map(len, before)) + sum(map(len, after))
+                held += le - ls + sum(map(len, lines_b)) + sum(map(len, lines_a))
         else:
             append(_new_match(LineMatch, (line_no, s - ls, buf[ls:le], (), ())))
             if max_b >= 0:
@@ -432,7 +449,8 @@ def search_file(
     if r is not None and r.count:
         n = count_lines(m, text, cancelled)
         return FileMatches(path, [], count=n) if n else None
-    lines = search_buffer(m, text, m.query.context, r, cancelled)
+    q = m.query
+    lines = search_buffer(m, text, q.before, r, cancelled, after=q.after)
     if not lines:
         return None
     cut = r is not None and (

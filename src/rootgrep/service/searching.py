@@ -99,7 +99,9 @@ class Searching(ServiceBase):
         if output_mode != "content":
             ahead = behind = 0
         limit = _clamp(max_results, 1, MAX_RESULTS_CAP)
-        matcher = Matcher(GrepQuery(pattern, regex, case_sensitive, whole_word, max(ahead, behind)))
+        matcher = Matcher(
+            GrepQuery(pattern, regex, case_sensitive, whole_word, before=ahead, after=behind)
+        )
         fp = _fingerprint(t="grep", p=pattern, r=root, pa=path, re=regex, cs=case_sensitive,
                           w=whole_word, i=include, e=exclude, b=ahead, a=behind, h=hidden,
                           n=no_ignore, o=output_mode, m=max_line_chars)  # fmt: skip
@@ -107,7 +109,7 @@ class Searching(ServiceBase):
         nested = self._nested(roots) if path is None and root is None else {}
         resume = decode_cursor(cursor, "grep", fp) if cursor else None
         keep = _path_filter(include, exclude)
-        sink = _GrepPage(limit, output_mode, ahead, behind, max(1, max_line_chars), matcher=matcher)
+        sink = _GrepPage(limit, output_mode, max(1, max_line_chars), matcher=matcher)
         searched = 0
         used_index = False
         q: Q | None = None
@@ -409,8 +411,6 @@ class _GrepPage:
         self,
         limit: int,
         mode: OutputMode = "content",
-        before: int = 0,
-        after: int = 0,
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
         budget: int = GREP_PAGE_BYTES,
         matcher: Matcher | None = None,
@@ -418,8 +418,6 @@ class _GrepPage:
         self.matcher = matcher  # (where a cut line's match ends)
         self.limit = limit
         self.mode = mode
-        self.before = before
-        self.after = after
         self.max_line_chars = max_line_chars
         self.budget = budget
         self.held = 0
@@ -481,8 +479,7 @@ class _GrepPage:
             line, cut = cut_around(lm.text, lm.offset, end, width)
         else:
             line, cut = text(lm.text), False
-        before = list(lm.before[max(0, len(lm.before) - self.before) :]) if self.before else []
-        after = list(lm.after[: self.after])
+        before, after = lm.before, lm.after
         ctx: list[str] = []
         for c in (*before, *after):
             t, c_cut = cut_context(c, width)

@@ -1,0 +1,55 @@
+"""``rootgrep index`` output (issue 9): one final line per root that gives its file count,
+a total with several roots, and no progress bar left behind (none says "0 files" for an
+unchanged tree). Run as a process with stderr captured: not a terminal, as in CI or a log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from support import ROOTGREP
+
+
+def index(*dirs: Path, cache: Path) -> list[str]:
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(cache)}
+    out = subprocess.run([ROOTGREP, "index", *map(str, dirs)], capture_output=True, text=True,
+                         env=env, timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""
+    return out.stderr.splitlines()
+
+
+def test_index_twice_shows_the_count_and_leaves_no_zero_bar(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    for i in range(3):
+        (tree / "pkg" / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    cache = tmp_path / "cache"
+
+    (first,) = index(tree, cache=cache)  # one line: no bar line beside it
+    assert first.startswith(f"{tree}: 3 files indexed; read 3 ")
+    assert "+3 ~0 -0" in first
+
+    (again,) = index(tree, cache=cache)
+    assert again.startswith(f"{tree}: 3 files indexed; unchanged")
+    assert "0 files" not in again
+
+    (tree / "pkg" / "m0.py").write_text("changed\n")
+    (tree / "pkg" / "m1.py").unlink()
+    (changed,) = index(tree, cache=cache)
+    assert changed.startswith(f"{tree}: 2 files indexed; read 1 ") and "+0 ~1 -1" in changed
+
+
+def test_several_roots_end_with_a_total(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, n in ((a, 2), (b, 1)):
+        d.mkdir()
+        for i in range(n):
+            (d / f"f{i}.txt").write_text("x\n")
+    lines = index(a, b, cache=tmp_path / "cache")
+    assert [ln.split(";")[0] for ln in lines] == [
+        f"{a}: 2 files indexed",
+        f"{b}: 1 file indexed",
+        "total: 3 files indexed in 2 of 2 roots",
+    ]

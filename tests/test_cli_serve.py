@@ -1,0 +1,184 @@
+"""``rootgrep serve --transport http`` and ``make run`` (issue 9): the port is checked before
+the client configuration is printed, the banner gives the server's pid and the roots it
+serves, ``make run`` runs the server in the foreground (stopping make stops it, the port is
+free again) and adds the checkout as a root only when ARGS gives none. Real processes."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from support import ROOTGREP, stop
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+BANNER = re.compile(r"rootgrep \S+ \(pid (\d+)\), (.*)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
+def banner_of(stream: IO[str], seconds: float = 60.0) -> list[str]:
+    """The lines a server prints up to its client configuration (a hang guard, not a
+    threshold: a server that never prints it fails the test)."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+        lines.put("")
+
+    threading.Thread(target=pump, daemon=True).start()
+    got: list[str] = []
+    deadline = time.monotonic() + seconds
+    while not got or got[-1] != "client configuration:":
+        line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        assert line, f"the server stopped before its banner: {got}"
+        got.append(line)
+    return got
+
+
+def wait_for(pred, what: str, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds  # a hang guard, not a threshold
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting: {what}"
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_port_in_use_fails_with_one_line_before_the_configuration(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        out = subprocess.run(
+            [ROOTGREP, "serve", "--transport", "http", "--port", str(port), "--no-index",
+             "--root", str(tmp_path)],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("rootgrep: cannot listen on 127.0.0.1:") and str(port) in line
+    assert "--port" in line  # says what to do
+    assert "mcpServers" not in out.stderr and "client configuration" not in out.stderr
+
+
+def test_the_banner_gives_the_pid_and_the_roots(tmp_path: Path) -> None:
+    a, b = tmp_path / "one", tmp_path / "two"
+    a.mkdir()
+    b.mkdir()
+    port = free_port()
+    proc = subprocess.Popen(
+        [ROOTGREP, "serve", "--transport", "http", "--port", str(port), "--no-index",
+         "--root", str(a), "--root", str(b)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines = banner_of(proc.stderr)
+        m = BANNER.fullmatch(lines[0])
+        assert m is not None, lines
+        assert int(m.group(1)) == proc.pid
+        assert m.group(2) == f"operator roots: {a}, {b}"
+        assert f"http://127.0.0.1:{port}/mcp" in lines[1]
+    finally:
+        stop(proc)
+
+
+needs_make = pytest.mark.skipif(
+    shutil.which("make") is None or not (CHECKOUT / ".venv" / ".installed").exists(),
+    reason="make, or the checkout's .venv, is missing",
+)
+
+
+def make_run(port: int, args: str) -> subprocess.Popen[str]:
+    """``make -s run`` in the checkout, in its own process group."""
+    return subprocess.Popen(
+        ["make", "-s", "run", f"PORT={port}", f"ARGS={args}"],
+        cwd=CHECKOUT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def stop_make(make: subprocess.Popen[str], server_pid: int | None) -> None:
+    """Clean up whatever is left (only processes this test started)."""
+    if server_pid is not None and alive(server_pid):
+        os.kill(server_pid, signal.SIGKILL)
+    if make.poll() is None:
+        os.killpg(make.pid, signal.SIGKILL)
+        make.wait(10)
+    if make.stderr is not None:
+        make.stderr.close()
+
+
+@needs_make
+def test_make_run_serves_only_the_given_root(tmp_path: Path) -> None:
+    port = free_port()
+    make = make_run(port, f"--no-index --root {tmp_path}")
+    pid = None
+    try:
+        assert make.stderr is not None
+        m = BANNER.fullmatch(banner_of(make.stderr)[0])
+        assert m is not None
+        pid = int(m.group(1))
+        assert m.group(2) == f"operator roots: {tmp_path}"  # not the checkout as well
+        os.killpg(make.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole group
+        make.wait(30)
+        wait_for(lambda: not alive(pid), "the server exiting on Ctrl-C")
+        assert not port_in_use(port)
+    finally:
+        stop_make(make, pid)
+
+
+@needs_make
+def test_make_run_serves_the_checkout_and_stops_with_make() -> None:
+    """The default recipe needs a shell (it quotes the checkout's path): the server must
+    still be make's own child (exec), or make's SIGTERM stops the shell and leaves the
+    server holding the port."""
+    port = free_port()
+    make = make_run(port, "--no-index --roots-ttl 3")  # (--roots-ttl is not a --root)
+    pid = None
+    try:
+        assert make.stderr is not None
+        m = BANNER.fullmatch(banner_of(make.stderr)[0])
+        assert m is not None
+        pid = int(m.group(1))
+        assert m.group(2) == f"operator roots: {CHECKOUT}"
+        wait_for(lambda: port_in_use(port), "the server listening")
+        os.kill(make.pid, signal.SIGTERM)  # stopping make stops the server it runs
+        make.wait(30)
+        wait_for(lambda: not alive(pid), "the server exiting with make")
+        assert not port_in_use(port)
+    finally:
+        stop_make(make, pid)
