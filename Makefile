@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # exec: the server replaces the recipe's shell, so it is make's own child and the SIGTERM
-# or SIGINT that stops make reaches it (no server is left holding the port)
+# or SIGINT that stops make reaches it; --exit-with-parent: even a make killed by SIGKILL
+# leaves no server holding the port
 run: install
-	exec $(BIN)/rootgrep serve --transport http --port $(PORT) $(RUN_ROOT) $(ARGS)
+	exec $(BIN)/rootgrep serve --transport http --port $(PORT) --exit-with-parent $(RUN_ROOT) $(ARGS)
 
 test: install
 	$(BIN)/python -m pytest -q -x --timeout=300 tests

@@ -182,3 +182,24 @@ def test_make_run_serves_the_checkout_and_stops_with_make() -> None:
         assert not port_in_use(port)
     finally:
         stop_make(make, pid)
+
+
+@needs_make
+def test_make_run_stops_even_when_make_is_killed() -> None:
+    """SIGKILL reaches make alone; the server still stops (PR_SET_PDEATHSIG) and frees the
+    port."""
+    port = free_port()
+    make = make_run(port, "--no-index")
+    pid = None
+    try:
+        assert make.stderr is not None
+        m = BANNER.fullmatch(banner_of(make.stderr)[0])
+        assert m is not None
+        pid = int(m.group(1))
+        wait_for(lambda: port_in_use(port), "the server listening")
+        os.kill(make.pid, signal.SIGKILL)
+        make.wait(30)
+        wait_for(lambda: not alive(pid), "the server exiting after make was killed")
+        wait_for(lambda: not port_in_use(port), "the port free again")
+    finally:
+        stop_make(make, pid)

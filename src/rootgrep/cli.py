@@ -265,7 +265,28 @@ def _serve_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    p.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop when the process that started this one dies, even by SIGKILL (Linux "
+        "PR_SET_PDEATHSIG; `make run` uses it)",
+    )
     return p
+
+
+def _exit_with_parent() -> bool:
+    """Ask the kernel for SIGTERM when the parent dies (``PR_SET_PDEATHSIG``); False when the
+    parent is already gone (then this process was re-parented before the request)."""
+    import ctypes
+
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_pdeathsig = 1
+    if libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        print(f"rootgrep: --exit-with-parent: prctl failed ({os.strerror(err)})", file=sys.stderr)
+        return True
+    return os.getppid() == parent and parent != 1
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -280,6 +301,8 @@ def _serve(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    if args.exit_with_parent and not _exit_with_parent():
+        return 0  # (the parent was already gone)
     dirs = list(args.root)
     if not dirs and os.environ.get("ROOTGREP_ROOTS"):
         dirs = [d for d in os.environ["ROOTGREP_ROOTS"].split(os.pathsep) if d]
