@@ -268,3 +268,47 @@ class ReindexRoot(BaseModel):
 
 class ReindexResult(BaseModel):
     roots: list[ReindexRoot]
+
+
+SymbolKind = Literal[
+    "class", "function", "method", "struct", "enum", "interface", "trait", "type", "constant",
+    "macro", "module", "variable",
+]  # fmt: skip
+
+
+class SymbolHit(BaseModel):
+    root: RootId
+    path: str
+    uri: str
+    name: str
+    kind: str = Field(description="class, function, method, struct, enum, interface, trait, ...")
+    line: int = Field(description="1-based line where the definition starts")
+    end_line: int = Field(description="1-based line where it ends")
+    container: str | None = Field(None, description="the enclosing definition's name")
+    signature: str = Field(description="the definition's first line, trimmed (≤ 200 chars)")
+
+
+class FindSymbolResult(Listing):
+    symbols: list[SymbolHit]
+    truncated: bool = Field(description="more definitions exist: pass next_cursor")
+    next_cursor: str | None = None
+
+
+class OutlineNode(BaseModel):
+    name: str
+    kind: str
+    line: int
+    end_line: int
+    signature: str
+    children: list[OutlineNode] = Field(default_factory=list, exclude_if=_empty)
+
+
+class OutlineResult(BaseModel):
+    root: RootRef
+    path: str
+    uri: str
+    language: str
+    symbols: list[OutlineNode]
+    truncated: bool = Field(
+        False, description="the file is over the parse cap (2 MiB): no symbols were read"
+    )

@@ -44,6 +44,7 @@ MAX_RESULTS_CAP = 1000
 SEARCH_CHECKS_PER_PAGE = 200  # hits checked against the disk for one page of search results
 GREP_PAGE_BYTES = 1 << 20  # text (matching lines and context) one grep answer holds, at most about
 LIST_PAGE = 500
+MAX_SYMBOL_HITS = 5000  # definitions one find_symbol gathers (then sorted and paged)
 DEFAULT_MAX_LINE_CHARS = 300  # grep: a longer line is shown as a window around its match
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])

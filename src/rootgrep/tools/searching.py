@@ -19,7 +19,7 @@ from .common import (
     ScopeArg,
     max_results_arg,
 )
-from .spec import Args, Call, Out, ToolSpec, fit, plural
+from .spec import Args, Call, Out, ToolSpec, cut_items, fit, plural
 
 Lines = Annotated[int | None, Field(ge=0, le=MAX_CONTEXT)]
 
@@ -109,7 +109,7 @@ def answer_grep(r: GrepResult, out: Out) -> str:
         return head + searched + _more(r, k, total, "matches", out) + ")"
 
     k, body = fit(pieces, out.budget, footer)
-    _cut(r, "matches", k)
+    cut_items(r, "matches", k)
     return body
 
 
@@ -127,7 +127,7 @@ def _answer_grep_files(r: GrepResult, out: Out) -> str:
         return f"({what}{plural(k, 'file')}" + _more(r, k, total, "files", out) + ")"
 
     k, body = fit(pieces, out.budget, footer)
-    _cut(r, "files", k)
+    cut_items(r, "files", k)
     if counting:
         r.total_matches = sum(f.matches for f in r.files)
     return body
@@ -140,20 +140,6 @@ def _more(r: GrepResult | FindFilesResult, k: int, total: int, what: str, out: O
         left = f"; {total - k} more {what} of this page left out to fit the answer"
         return left + (f"; continue with cursor={nxt}" if nxt else "")
     return f"; more: pass cursor={nxt}" if nxt else ""
-
-
-def _cut(r: GrepResult | FindFilesResult | SearchResult, field: str, k: int) -> None:
-    """Keep the first k items of a result's list (the structured content then holds what
-    the text shows, never more)."""
-    items = getattr(r, field)
-    if k >= len(items):
-        return
-    setattr(r, field, items[:k])
-    r.next_cursor = r.resume_at(k)  # type: ignore[assignment]
-    if hasattr(r, "truncated"):
-        r.truncated = True  # type: ignore[union-attr]
-    if isinstance(r, GrepResult) and field == "matches":
-        r.total_matches = k
 
 
 GREP = ToolSpec(
@@ -226,7 +212,7 @@ def answer_search(r: SearchResult, out: Out) -> str:
         return "\n".join(notes)
 
     k, body = fit(pieces, out.budget, footer)
-    _cut(r, "results", k)
+    cut_items(r, "results", k)
     return body
 
 
@@ -280,7 +266,7 @@ def answer_find(r: FindFilesResult, out: Out) -> str:
         return f"({plural(k, 'file')}" + _more(r, k, total, "files", out) + ")"
 
     k, body = fit(pieces, out.budget, footer)
-    _cut(r, "files", k)
+    cut_items(r, "files", k)
     return body
 
 

@@ -128,6 +128,20 @@ def fit(pieces: Sequence[str], budget: int, footer: Callable[[int], str]) -> tup
     return k, (body + "\n" + tail if body and tail else body or tail)
 
 
+def cut_items(r: Any, field: str, k: int) -> None:
+    """Keep the first k items of a result's list ``field`` (its structured content then holds
+    what the text shows, never more), with the cursor that continues after them."""
+    items = getattr(r, field)
+    if k >= len(items):
+        return
+    setattr(r, field, items[:k])
+    r.next_cursor = r.resume_at(k)
+    if hasattr(r, "truncated"):
+        r.truncated = True
+    if field == "matches" and hasattr(r, "total_matches"):
+        r.total_matches = k
+
+
 def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
