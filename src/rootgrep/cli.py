@@ -29,6 +29,8 @@ from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Ma
 from .roots import Root, pin_root
 from .walker import DirBatch, Walker, WalkOptions
 
+MAX_ANSWER_CHARS = 100_000  # (text and structured copy stay under the SDK's 1 MiB message limit)
+
 VERBS = {
     "serve": "serve the MCP tools over stdio or streamable HTTP",
     "grep": "exact line search, output like `rg -n`",
@@ -261,7 +263,7 @@ def _serve_parser() -> argparse.ArgumentParser:
         default=20_000,
         metavar="N",
         help="a tool's text answer stays under N characters; the rest is left for the next "
-        "call, with a cursor (default 20000)",
+        f"call, with a cursor (default 20000; 200 to {MAX_ANSWER_CHARS})",
     )
     p.add_argument("--max-file-size", type=int, default=DEFAULT_MAX_FILE_SIZE, metavar="BYTES")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
@@ -344,7 +346,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_file_size=args.max_file_size,
         roots_ttl=args.roots_ttl,
         max_roots_per_session=args.max_roots_per_session,
-        max_answer_chars=max(200, args.max_answer_chars),
+        max_answer_chars=min(MAX_ANSWER_CHARS, max(200, args.max_answer_chars)),
     )
     service = Service(roots, settings, Audit(args.audit_log), indexes)
     mcp = build_server(service)

@@ -148,6 +148,7 @@ class DirEntry(BaseModel):
 class ListDirectoryResult(Listing):
     root: RootRef
     path: str
+    uri: str = ""
     entries: list[DirEntry]
     next_cursor: str | None = None
 
@@ -161,6 +162,7 @@ class TreeNode(BaseModel):
 class DirectoryTreeResult(BaseModel):
     root: RootRef
     path: str
+    uri: str = ""
     tree: TreeNode
     truncated: bool
 

@@ -144,6 +144,7 @@ class Files(ServiceBase):
         result = ListDirectoryResult(
             root=ref(r),
             path=display(comps),
+            uri=file_uri(r, b"/".join(comps)),
             entries=entries,
             next_cursor=resume_at(len(entries)) if entries else None,
         )
@@ -193,7 +194,10 @@ class Files(ServiceBase):
                     stack.append(node)
         finally:
             entries.close()
-        return DirectoryTreeResult(root=ref(r), path=display(comps), tree=top, truncated=truncated)
+        return DirectoryTreeResult(
+            root=ref(r), path=display(comps), uri=file_uri(r, b"/".join(comps)), tree=top,
+            truncated=truncated,
+        )  # fmt: skip
 
     # -- file_info ---------------------------------------------------------------------------
 

@@ -150,10 +150,13 @@ _MARK = {"dir": "/", "symlink": "@", "other": "|", "file": ""}
 
 
 def answer_ls(r: ListDirectoryResult, out: Out) -> str:
-    pieces = [f"{e.name}{_MARK[e.type]}" for e in r.entries]
+    here = out.path(r.path, r.uri)
+    pieces = [f"{here}/"]  # (a heading that round-trips; entries are names in it)
+    pieces += [f"{e.name}{_MARK[e.type]}" for e in r.entries]
     total = len(r.entries)
 
-    def footer(k: int) -> str:
+    def footer(shown: int) -> str:
+        k = max(0, shown - 1)  # (the first piece is the heading)
         if k < total:
             nxt = r.resume_at(k)
             return f"({total - k} more entries of this page left out; continue with cursor={nxt})"
@@ -161,7 +164,8 @@ def answer_ls(r: ListDirectoryResult, out: Out) -> str:
             return f"(more: pass cursor={r.next_cursor})"
         return "" if total else "(empty)"
 
-    k, body = fit(pieces, out.budget, footer)
+    shown, body = fit(pieces, out.budget, footer)
+    k = max(0, shown - 1)
     if k < total:
         r.entries = r.entries[:k]
         nxt = r.resume_at(k)
@@ -212,6 +216,7 @@ def answer_tree(r: DirectoryTreeResult, out: Out) -> str:
 
     walk(r.tree, 0)
     pieces = ["  " * d + n.name + ("/" if n.type == "dir" else "") for d, n in order]
+    pieces[0] = out.path(r.path, r.uri) + "/"  # (the top: a path that round-trips)
     total = len(pieces)
 
     def footer(k: int) -> str:
