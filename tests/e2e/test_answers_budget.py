@@ -284,3 +284,32 @@ async def test_build_messages_heard_once(make_server, tmp_path: Path, mode: str)
     ready = [t for t in texts if "ready" in t]
     assert len(ready) == (1 if mode == "legacy" else 0), texts
     assert len(texts) == len(set(texts)), texts
+
+
+# ---- a long path does not push read_file over its budget -------------------------------------
+
+
+@pytest.mark.parametrize("several", [False, True])
+async def test_read_file_budget_counts_its_header(
+    make_server, tmp_path: Path, several: bool
+) -> None:
+    root = tmp_path / "proj"
+    deep = root.joinpath(*[f"{i:02}" + "d" * 197 for i in range(15)])  # a 3,000-char path
+    deep.mkdir(parents=True)
+    lines = [f"line {i}\n" for i in range(1, 2_001)]
+    (deep / "f.txt").write_text("".join(lines))
+    other = tmp_path / "other"
+    other.mkdir()
+    budget = 5_000
+    server = make_server([root, other] if several else [root], max_answer_chars=budget)
+    async with connect(server, "legacy") as c:
+        path = str((deep / "f.txt").relative_to(root)) if not several else str(deep / "f.txt")
+        got, start = [], 1
+        while start is not None:
+            r = await c.call_tool("read_file", {"path": path, "start_line": start})
+            t, s = text(r), r.structured_content
+            assert not r.is_error, t[:300]
+            assert len(t) <= budget, len(t)
+            got.append(s["content"])
+            start = s["next_start_line"]
+    assert "".join(got) == "".join(lines)
