@@ -272,12 +272,16 @@ async def test_one_root_relative_paths_round_trip(make_server, tmp_path: Path, m
 def odd_tree(tmp_path: Path) -> Path:
     p = tmp_path / "odd"
     p.mkdir()
-    names = [b"with space.txt", b"bad\xffbyte.txt", b"back\\slash.txt", b"file:x.txt",
-             b" lead.txt", b"http:also.txt"]  # fmt: skip
-    for i, n in enumerate(names):
+    for i, n in enumerate(ODD_NAMES):
         with open(os.path.join(os.fsencode(p), n), "wb") as f:
             f.write(b"needle odd %d\n" % i)
     return p
+
+
+ODD_NAMES = [b"with space.txt", b"bad\xffbyte.txt", b"back\\slash.txt", b"file:x.txt",
+             b" lead.txt", b"http:also.txt", b"file:%41 #?.txt", b"bad\xff%20#?.txt",
+             b"new\nline.txt", b"end.txt ", b"pct%2Fslash.txt", b"~tilde.txt",
+             "caf\u00e9.txt".encode(), "cafe\u0301.txt".encode(), b"C:\\drive.txt"]  # fmt: skip
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -291,9 +295,9 @@ async def test_odd_names_round_trip(make_server, tmp_path: Path, mode: str) -> N
         shown = shown_paths("grep", text(r))
         assert "with space.txt" in shown
         assert sum(s.startswith("file://") for s in shown) >= 4, shown  # the odd ones as URIs
-        assert await assert_round_trip(c, SEARCH_TOOLS, [p]) == 12
+        assert await assert_round_trip(c, SEARCH_TOOLS, [p]) == 2 * len(ODD_NAMES)
     async with connect(make_server([p, other]), mode) as c:
-        assert await assert_round_trip(c, SEARCH_TOOLS, [p, other]) == 14
+        assert await assert_round_trip(c, SEARCH_TOOLS, [p, other]) == 2 * len(ODD_NAMES) + 2
 
 
 async def test_search_paths_round_trip(make_server, tmp_path: Path) -> None:
@@ -378,9 +382,11 @@ async def test_every_parameter_described_and_instructions(
     missing = []
     for t in tools:
         assert t.description and t.description.strip(), t.name
-        for prop, schema in t.input_schema.get("properties", {}).items():
-            if not (schema.get("description") or "").strip():
-                missing.append(f"{t.name}.{prop}")
+        models = [("", t.input_schema), *t.input_schema.get("$defs", {}).items()]
+        for where, model in models:  # (and the models nested in arguments: edit_file's edits)
+            for prop, schema in model.get("properties", {}).items():
+                if not (schema.get("description") or "").strip():
+                    missing.append(f"{t.name}.{where + '.' if where else ''}{prop}")
     assert not missing, missing
     assert instructions and all(w in instructions for w in ("grep", "search", "find_files"))
     print(f"{sum(len(t.input_schema.get('properties', {})) for t in tools)} parameters described")
@@ -488,3 +494,21 @@ async def test_grep_before_after_equal_rg(make_server, tmp_path: Path, mode: str
             heading = rg("--heading", "-n", *flags, "needle", cwd=root)
             body = [x for x in text(r).splitlines() if not x.startswith("(")]
             assert body == [x for x in heading.splitlines() if x], args
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_roots_with_one_same_named_file_each(make_server, tmp_path: Path, mode: str) -> None:
+    """Two roots named alike, each holding only README.md, then roots whose own names do not
+    survive as text (a backslash, an undecodable byte, a space, a name that reads as a URI):
+    each file's matches are shown under their own file, and every path opens it."""
+    alike = [tmp_path / "one" / "proj", tmp_path / "two" / "proj"]
+    odd = [Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), n)))
+           for n in (b"we\\ird", b"bad\xffroot", b"sp ace", b"file:x")]  # fmt: skip
+    for roots in (alike, odd):
+        for i, r in enumerate(roots):
+            r.mkdir(parents=True)
+            (r / "README.md").write_text(f"needle {i}\n")
+        async with connect(make_server(roots), mode) as c:
+            g = await c.call_tool("grep", {"pattern": "needle"})
+            assert len(shown_paths("grep", text(g))) == len(roots), text(g)
+            assert await assert_round_trip(c, SEARCH_TOOLS, roots) == 2 * len(roots)

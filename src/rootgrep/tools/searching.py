@@ -89,9 +89,9 @@ def answer_grep(r: GrepResult, out: Out) -> str:
         # context after a match stops at the file's next match, shown as a match (as rg)
         nxt = r.matches[i + 1] if i + 1 < len(r.matches) else None
         stop = nxt.line if nxt is not None and nxt.uri == m.uri else None
-        if m.path != prev:
+        if m.uri != prev:  # (the same relative path in several roots: another file)
             lines.append(out.path(m.path, m.uri))
-            prev, shown_to = m.path, 0
+            prev, shown_to = m.uri, 0
         first = m.line - len(m.before)
         if shown_to and first > shown_to + 1:
             lines.append("--")
