@@ -16,7 +16,7 @@ from ..models import (
 )
 from ..window import DEFAULT_MAX_LINES
 from .common import CursorArg, DirArg, PathArg, RootArg
-from .spec import Args, Call, Out, ToolSpec, fit, plural
+from .spec import Args, Call, Out, ToolSpec, fit, plural, shown_name
 
 # ---- list_roots ------------------------------------------------------------------------------
 
@@ -154,7 +154,7 @@ _MARK = {"dir": "/", "symlink": "@", "other": "|", "file": ""}
 
 
 def answer_ls(r: ListDirectoryResult, out: Out) -> str:
-    pieces = [f"{e.name}{_MARK[e.type]}" for e in r.entries]
+    pieces = [f"{shown_name(e.name)}{_MARK[e.type]}" for e in r.entries]
     total = len(r.entries)
 
     def footer(k: int) -> str:
@@ -215,7 +215,7 @@ def answer_tree(r: DirectoryTreeResult, out: Out) -> str:
             walk(child, depth + 1)
 
     walk(r.tree, 0)
-    pieces = ["  " * d + n.name + ("/" if n.type == "dir" else "") for d, n in order]
+    pieces = ["  " * d + shown_name(n.name) + ("/" if n.type == "dir" else "") for d, n in order]
     total = len(pieces)
 
     def footer(k: int) -> str:

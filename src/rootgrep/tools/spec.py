@@ -13,6 +13,7 @@ same items as the text.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,14 @@ class Out:
         return rel if _faithful(rel) and not _URI_LIKE.match(rel) else uri
 
 
+def shown_name(name: str) -> str:
+    """An entry's name as one line of a listing: as it is, or as a quoted JSON string when it
+    holds a line break or another control character (which would otherwise read as more
+    entries, or as the answer's own notes)."""
+    return json.dumps(name, ensure_ascii=False) if _CONTROL.search(name) else name
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _UNFAITHFUL = re.compile(r"[\\\x00-\x1f\x7f\u2028\u2029\x85]|^\s|\s$")
 _URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
