@@ -532,3 +532,24 @@ async def test_listings_show_one_line_per_entry(make_server, tmp_path: Path, mod
         tree = await c.call_tool("directory_tree", {})
         lines = text(tree).splitlines()
         assert len(lines) == 1 + len(entries) and not any(x.startswith("(") for x in lines)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_write_answers_show_paths_that_round_trip(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    a, b = make_alike(tmp_path)
+    async with connect(make_server([a, b], allow_write=True), mode) as c:
+        ids = [r["id"] for r in (await c.call_tool("list_roots", {})).structured_content["roots"]]
+        for tool, args, name in (
+            ("write_file", {"path": str(b / "new.txt"), "content": "fresh\n"}, "new.txt"),
+            ("move_path", {"source": "new.txt", "destination": "moved.txt"}, "moved.txt"),
+            ("copy_path", {"source": "moved.txt", "destination": "copy.txt"}, "copy.txt"),
+        ):
+            r = await c.call_tool(tool, {**args, **({} if "path" in args else {"root": ids[1]})})
+            t = text(r)
+            assert not r.is_error, t
+            shown = t.split(" -> ")[-1].split(": ")[0] if " -> " in t else t.split(" ")[1]
+            got = await c.call_tool("read_file", {"path": shown})
+            assert not got.is_error, (tool, t, text(got))
+            assert got.structured_content["uri"] == uri(b / name), t

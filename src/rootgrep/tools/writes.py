@@ -148,7 +148,7 @@ MOVE_PATH = ToolSpec(
     args=MoveArgs,
     result=MoveResult,
     run=run_move,
-    answer=lambda r, out: f"moved {r.source} -> {r.destination}",
+    answer=lambda r, out: f"moved {r.source} -> {out.path(r.destination, r.uri)}",
     annotations=DESTRUCTIVE,
     write=True,
 )
@@ -176,7 +176,7 @@ def _skipped(head: str, skipped: list[Skipped], out: Out) -> tuple[str, int]:
 
 def answer_copy(r: CopyResult, out: Out) -> str:
     head = (
-        f"copied {r.source} -> {r.destination}: {plural(r.files, 'file')}, "
+        f"copied {r.source} -> {out.path(r.destination, r.uri)}: {plural(r.files, 'file')}, "
         f"{plural(r.directories, 'directory', 'directories')}"
     )
     body, k = _skipped(head, r.skipped, out)
