@@ -347,3 +347,33 @@ async def test_small_budget_with_long_paths(make_server, tmp_path: Path) -> None
         async with connect(make_server([root], max_answer_chars=budget), "legacy") as c:
             cut = await follow(c, tool, args, budget)
         assert cut == whole and len(whole) >= 40, (tool, args)
+
+
+# ---- over HTTP: a large file no longer overflows the client's message limit -----------------
+
+
+async def test_read_a_900k_file_over_http(tmp_path: Path) -> None:
+    from mcp.client import Client
+    from test_transports import http_server
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    rnd = random.Random(9)
+    lines = []
+    while sum(map(len, lines)) < 900_000:  # escapes in JSON make its content weigh more
+        lines.append("".join(rnd.choice('é"\\\t<>😀ab') for _ in range(rnd.randint(0, 300))) + "\n")
+    body = "".join(lines)
+    (root / "big.txt").write_text(body)
+    got, start, calls = [], 1, 0
+    async with http_server(tmp_path, [root]) as (url, _, _):
+        with anyio.fail_after(HANG_GUARD):
+            async with Client(url, mode="legacy") as c:
+                while start is not None:
+                    r = await c.call_tool("read_file", {"path": "big.txt", "start_line": start,
+                                                        "max_lines": 100_000})  # fmt: skip
+                    assert not r.is_error, text(r)[:300]
+                    assert len(text(r)) <= DEFAULT
+                    got.append(r.structured_content["content"])
+                    start = r.structured_content["next_start_line"]
+                    calls += 1
+    assert "".join(got) == body and calls > 1
