@@ -377,3 +377,34 @@ async def test_read_a_900k_file_over_http(tmp_path: Path) -> None:
                     start = r.structured_content["next_start_line"]
                     calls += 1
     assert "".join(got) == body and calls > 1
+
+
+# ---- edit_file on a minified line: the diff shows what changed --------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_edit_diff_of_a_long_line_shows_the_change(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    half = "".join(f"var a{i}=function(b){{return b+{i}}};" for i in range(6_000))
+    line = half[:160_000] + "UNIQUEWORD" + half[:160_000]
+    (root / "app.min.js").write_text("head\n" + line + "\n" + "x" * 9_000 + "\n")
+    async with connect(make_server([root], allow_write=True), mode) as c:
+        edits = [{"old_text": "UNIQUEWORD", "new_text": "OTHER"},
+                 {"old_text": "x" * 9_000, "new_text": "y" * 9_000}]  # fmt: skip
+        r = await c.call_tool("edit_file", {"path": "app.min.js", "edits": edits})
+        t = text(r)
+        assert not r.is_error and len(t) < 12_000, len(t)
+        diff = t.splitlines()
+        (minus,) = [x for x in diff if x.startswith("-") and "UNIQUEWORD" in x]
+        (plus,) = [x for x in diff if x.startswith("+") and "OTHER" in x]
+        assert minus.startswith("-…") and minus.endswith("…") and len(minus) <= 2_003
+        assert plus.startswith("+…") and plus.endswith("…") and len(plus) <= 2_003
+        assert minus[2:-1] in line and plus[2:-1].replace("OTHER", "UNIQUEWORD") in line
+        assert any(x.startswith("-xxx") and x.endswith("…") for x in diff)
+        assert r.structured_content["diff"].rstrip("\n") == t.split("\n(", 1)[0].rstrip("\n")
+    assert (root / "app.min.js").read_text() == "head\n" + line.replace(
+        "UNIQUEWORD", "OTHER"
+    ) + "\n" + "y" * 9_000 + "\n"
