@@ -20,7 +20,7 @@ def make_server(tmp_path: Path) -> Iterator[Callable[..., RootgrepServer]]:
 
     def make(
         operator: Sequence[Path] = (), *, allow_write: bool = False, audit: Path | None = None,
-        roots_ttl: float = 5.0, index: bool = False,
+        roots_ttl: float = 5.0, index: bool = False, max_answer_chars: int | None = None,
     ) -> RootgrepServer:  # fmt: skip
         roots = [pin_root(str(p)) for p in operator]
         indexes = IndexManager(str(tmp_path / "cache")) if index else None
@@ -28,7 +28,11 @@ def make_server(tmp_path: Path) -> Iterator[Callable[..., RootgrepServer]]:
             indexes.activate(r, 0)
         service = Service(
             roots,
-            Settings(allow_write=allow_write, roots_ttl=roots_ttl),
+            Settings(
+                allow_write=allow_write,
+                roots_ttl=roots_ttl,
+                **({"max_answer_chars": max_answer_chars} if max_answer_chars else {}),
+            ),
             Audit(str(audit) if audit else None),
             indexes,
         )

@@ -403,9 +403,8 @@ class _GrepPage:
     and about ``budget`` bytes of text (matching lines and their context, as shown): the
     item that would pass the budget starts the next page (the first item of a page is always
     taken, so paging always advances). ``room`` tells the search what is left, so no more
-    than that is ever gathered from a file; the files modes gather one match per file
-    (``files_with_matches``) or only a count (``count``). ``positions`` holds, per item, where
-    a cursor resumes after it."""
+    than that is ever gathered from a file; the files modes gather only a count per file.
+    ``positions`` holds, per item, where a cursor resumes after it."""
 
     def __init__(
         self,
@@ -438,10 +437,10 @@ class _GrepPage:
 
     def room(self, path: bytes) -> Room:
         skip = self._after_line if path == self._after else 0
-        if self.mode == "count":
+        if self.mode != "content":
+            # both files modes report each file's matching lines (SPEC §8); a room of one
+            # match would read as "the sink is full" and end the search at the first file
             return Room(after_line=skip, count=True)
-        if self.mode == "files_with_matches":
-            return Room(after_line=skip, matches=1)
         return Room(
             after_line=skip,
             matches=self.limit - len(self.out) + 1,  # one more than fits: proof of more
@@ -492,6 +491,8 @@ class _GrepPage:
 
     def _file(self, fm: FileMatches) -> bool:
         assert self._root is not None and self._ref is not None
+        if fm.path == self._after:  # a files-mode cursor resumes after this whole file
+            return True
         if len(self.files) >= self.limit:
             self.more = True
             return False

@@ -16,7 +16,7 @@ from ..models import (
 )
 from ..window import DEFAULT_MAX_LINES
 from .common import CursorArg, DirArg, PathArg, RootArg
-from .spec import Args, Call, Out, ToolSpec, fit, plural
+from .spec import Args, Call, Out, ToolSpec, fit, plural, shown_name
 
 # ---- list_roots ------------------------------------------------------------------------------
 
@@ -92,30 +92,34 @@ def run_read(c: Call, a: ReadFileArgs) -> ReadFileResult:
     return c.service.read_file(c.roots, token=c.token, **a.model_dump())
 
 
-HEAD_ROOM = 300  # characters kept for read_file's header and footer
-
-
 def answer_read(r: ReadFileResult, out: Out) -> str:
     lines = r._lines or r.content.splitlines(keepends=True)
     pieces = [x[:-1] if x.endswith("\n") else x for x in lines]
-    k, body = fit(pieces, max(1, out.budget - HEAD_ROOM), lambda k: "")
+    where = out.path(r.path, r.uri)
+    # the header and footer count against the budget: the longest they can be once the
+    # window is cut (a path can be thousands of characters)
+    most = r.total_lines
+    room = len(_read_header(where, r.start_line, most, most, r.lines_cut or 0))
+    room += len(_read_footer(most)) + 1
+    k, body = fit(pieces, max(1, out.budget - room), lambda k: "")
     if k < len(lines):
         r.content = "".join(lines[:k])
         r.end_line = r.start_line + k - 1
         nxt = r.resume_at(k)
         r.next_start_line = nxt if isinstance(nxt, int) else None
         r.truncated = True
-    where = out.path(r.path, r.uri)
-    span = (
-        f"lines {r.start_line}-{r.end_line} of {r.total_lines}"
-        if r.end_line >= r.start_line
-        else f"empty ({r.total_lines} lines)"
-    )
-    tail = ""
-    if r.next_start_line is not None:
-        tail = f"\n(more: read on with start_line={r.next_start_line})"
-    cut = f"; {plural(r.lines_cut, 'long line')} cut" if r.lines_cut else ""
-    return f"{where} ({span}{cut})\n{body}{tail}"
+    head = _read_header(where, r.start_line, r.end_line, r.total_lines, r.lines_cut or 0)
+    tail = _read_footer(r.next_start_line) if r.next_start_line is not None else ""
+    return f"{head}\n{body}{tail}"
+
+
+def _read_header(where: str, start: int, end: int, total: int, cut: int) -> str:
+    span = f"lines {start}-{end} of {total}" if end >= start else f"empty ({total} lines)"
+    return f"{where} ({span}" + (f"; {plural(cut, 'long line')} cut" if cut else "") + ")"
+
+
+def _read_footer(next_start_line: int) -> str:
+    return f"\n(more: read on with start_line={next_start_line})"
 
 
 READ_FILE = ToolSpec(
@@ -152,7 +156,7 @@ _MARK = {"dir": "/", "symlink": "@", "other": "|", "file": ""}
 def answer_ls(r: ListDirectoryResult, out: Out) -> str:
     here = out.path(r.path, r.uri)
     pieces = [f"{here}/"]  # (a heading that round-trips; entries are names in it)
-    pieces += [f"{e.name}{_MARK[e.type]}" for e in r.entries]
+    pieces += [f"{shown_name(e.name)}{_MARK[e.type]}" for e in r.entries]
     total = len(r.entries)
 
     def footer(shown: int) -> str:
@@ -215,7 +219,7 @@ def answer_tree(r: DirectoryTreeResult, out: Out) -> str:
             walk(child, depth + 1)
 
     walk(r.tree, 0)
-    pieces = ["  " * d + n.name + ("/" if n.type == "dir" else "") for d, n in order]
+    pieces = ["  " * d + shown_name(n.name) + ("/" if n.type == "dir" else "") for d, n in order]
     pieces[0] = out.path(r.path, r.uri) + "/"  # (the top: a path that round-trips)
     total = len(pieces)
 

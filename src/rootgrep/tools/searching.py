@@ -84,11 +84,14 @@ def answer_grep(r: GrepResult, out: Out) -> str:
     pieces: list[str] = []
     prev: str | None = None
     shown_to = 0  # the last line number printed in the current file
-    for m in r.matches:
+    for i, m in enumerate(r.matches):
         lines: list[str] = []
-        if m.path != prev:
+        # context after a match stops at the file's next match, shown as a match (as rg)
+        nxt = r.matches[i + 1] if i + 1 < len(r.matches) else None
+        stop = nxt.line if nxt is not None and nxt.uri == m.uri else None
+        if m.uri != prev:  # (the same relative path in several roots: another file)
             lines.append(out.path(m.path, m.uri))
-            prev, shown_to = m.path, 0
+            prev, shown_to = m.uri, 0
         first = m.line - len(m.before)
         if shown_to and first > shown_to + 1:
             lines.append("--")
@@ -96,9 +99,10 @@ def answer_grep(r: GrepResult, out: Out) -> str:
             if first + i > shown_to:
                 lines.append(f"{first + i}-{b}")
         lines.append(f"{m.line}:{m.text}")
-        for i, a in enumerate(m.after):
-            lines.append(f"{m.line + 1 + i}-{a}")
-        shown_to = m.line + len(m.after)
+        after = m.after if stop is None else m.after[: max(0, stop - m.line - 1)]
+        for j, a in enumerate(after):
+            lines.append(f"{m.line + 1 + j}-{a}")
+        shown_to = m.line + len(after)
         pieces.append("\n".join(lines))
     total = len(r.matches)
 

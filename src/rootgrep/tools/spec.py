@@ -13,6 +13,7 @@ same items as the text.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,14 @@ class Out:
         return rel if _faithful(rel) and not _URI_LIKE.match(rel) else uri
 
 
+def shown_name(name: str) -> str:
+    """An entry's name as one line of a listing: as it is, or as a quoted JSON string when it
+    holds a line break or another control character (which would otherwise read as more
+    entries, or as the answer's own notes)."""
+    return json.dumps(name, ensure_ascii=False) if _CONTROL.search(name) else name
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _UNFAITHFUL = re.compile(r"[\\\x00-\x1f\x7f\u2028\u2029\x85]|^\s|\s$")
 _URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -157,10 +166,19 @@ def invalid_argument_message(tool: str, err: ValidationError, args: type[BaseMod
     wrong, and what the tool accepts (never the raw dump, never the rejected value)."""
     problems: list[str] = []
     names: list[str] = []
+    nested = _nested_fields(args)
     for e in err.errors():
         loc = list(e.get("loc", ())) or ["arguments"]
         top = str(loc[0])
-        name = top + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+        last = len(loc) - 1
+        # (a union's member tags, such as `str` or `list[str]`, are not places: left out)
+        name = top + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}"
+            for i, p in enumerate(loc[1:], 1)
+            if isinstance(p, int)
+            or p in nested
+            or (i == last and e.get("type") in ("missing", "extra_forbidden"))
+        )
         if name in names or len(names) >= 5:
             continue
         names.append(name)
@@ -177,6 +195,21 @@ def invalid_argument_message(tool: str, err: ValidationError, args: type[BaseMod
         f"[invalid_argument] {tool}: " + "; ".join(problems)
         + f". Its arguments are: {known}; fix the call and retry"
     )  # fmt: skip
+
+
+def _nested_fields(model: type[BaseModel]) -> set[str]:
+    """The field names of the models nested in a tool's arguments (edit_file's edits)."""
+    out: set[str] = set()
+    todo = [f.annotation for f in model.model_fields.values()]
+    while todo:
+        t = todo.pop()
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            if not out.issuperset(t.model_fields):
+                out.update(t.model_fields)
+                todo += [f.annotation for f in t.model_fields.values()]
+        else:
+            todo += list(getattr(t, "__args__", ()))
+    return out
 
 
 def _reason(e: Any) -> str:

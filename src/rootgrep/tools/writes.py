@@ -9,6 +9,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from ..grep import cut_around, cut_context
 from ..models import (
     CopyResult,
     DeleteResult,
@@ -75,8 +76,15 @@ def run_edit(c: Call, a: EditFileArgs) -> EditResult:
     return c.service.edit_file(c.roots, path=a.path, edits=pairs, root=a.root, dry_run=a.dry_run)
 
 
+DIFF_LINE_CHARS = 2_000  # a longer diff line is shown as a window around what changed
+
+
 def answer_edit(r: EditResult, out: Out) -> str:
     lines = (r.diff or "(no change)").split("\n")
+    cut = _cut_diff_lines(lines)
+    if cut != lines:  # (the structured diff holds the lines as the text shows them)
+        lines = cut
+        r.diff = "\n".join(lines)
     total = len(lines)
 
     def footer(k: int) -> str:
@@ -106,6 +114,63 @@ EDIT_FILE = ToolSpec(
     annotations=DESTRUCTIVE,
     write=True,
 )
+
+
+def _cut_diff_lines(lines: list[str]) -> list[str]:
+    """Diff lines over DIFF_LINE_CHARS (a minified file's one line) cut to a window around
+    what changed: a removed line and the added line it pairs with are cut around the span
+    where they differ, any other long line keeps its start; ``…`` marks each cut end."""
+    out = list(lines)
+    body = 2 if len(out) >= 2 and out[0].startswith("--- ") and out[1].startswith("+++ ") else 0
+    i = body
+    while i < len(out):
+        j = i
+        while j < len(out) and out[j].startswith("-"):
+            j += 1
+        k = j
+        while k < len(out) and out[k].startswith("+"):
+            k += 1
+        if k == i:
+            out[i] = _cut_diff_line(out[i], None)
+            i += 1
+            continue
+        removed, added = range(i, j), range(j, k)
+        for n in removed:
+            m = j + (n - i)
+            out[n] = _cut_diff_line(out[n], out[m] if m in added else None)
+        for m in added:
+            n = i + (m - j)
+            out[m] = _cut_diff_line(out[m], lines[n] if n in removed else None)
+        i = k
+    return out
+
+
+def _cut_diff_line(line: str, other: str | None) -> str:
+    if len(line) <= DIFF_LINE_CHARS:
+        return line
+    mark, text = line[:1], line[1:]
+    raw = text.encode()
+    if other is None:
+        return mark + cut_context(raw, DIFF_LINE_CHARS)[0]
+    peer = other[1:]
+    p = _common_prefix(text, peer)
+    rest, peer_rest = text[p:], peer[p:]
+    q = _common_prefix(rest[::-1], peer_rest[::-1])
+    start = len(text[:p].encode())
+    end = len(raw) - len(text[len(text) - q :].encode()) if q else len(raw)
+    return mark + cut_around(raw, start, max(start, end), DIFF_LINE_CHARS)[0]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters a and b share (a binary search over slice comparisons)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class CreateDirectoryArgs(Args):
@@ -148,7 +213,7 @@ MOVE_PATH = ToolSpec(
     args=MoveArgs,
     result=MoveResult,
     run=run_move,
-    answer=lambda r, out: f"moved {r.source} -> {r.destination}",
+    answer=lambda r, out: f"moved {r.source} -> {out.path(r.destination, r.uri)}",
     annotations=DESTRUCTIVE,
     write=True,
 )
@@ -176,7 +241,7 @@ def _skipped(head: str, skipped: list[Skipped], out: Out) -> tuple[str, int]:
 
 def answer_copy(r: CopyResult, out: Out) -> str:
     head = (
-        f"copied {r.source} -> {r.destination}: {plural(r.files, 'file')}, "
+        f"copied {r.source} -> {out.path(r.destination, r.uri)}: {plural(r.files, 'file')}, "
         f"{plural(r.directories, 'directory', 'directories')}"
     )
     body, k = _skipped(head, r.skipped, out)
