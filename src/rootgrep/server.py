@@ -321,7 +321,7 @@ class RootgrepServer(MCPServer):
                 # a session owns its roots' indexes (released when it drops a root or ends);
                 # per-call roots have no owner: stopped once unused for the idle time
                 owner = id(client) if client is not None else 0
-                listener = _session_listener(ctx.session)
+                listener = None if _modern(ctx) else _session_listener(ctx.session)
 
                 def start_indexes() -> None:  # (stats beneath the roots: off the event loop)
                     # outermost first: a nested root then shares its outer root's index
@@ -471,13 +471,13 @@ def _still_inside(roots: list[Root]) -> list[Root]:
 LISTENER_KEY = "rootgrep.build_listener"
 
 
-def _session_listener(session: Any) -> Callable[[str], None]:
-    """The one build listener of a connection (so a session hears each message once however
-    many calls it makes during a build); a 2026-07-28 call, without a connection, gets its
-    own."""
+def _session_listener(session: Any) -> Callable[[str], None] | None:
+    """The one build listener of a connection, so a session hears each message once however
+    many calls it makes during a build. A 2026-07-28 call has no connection to hear it (and
+    logging is deprecated in that era): it gets none, so calls during a build add nothing."""
     state = _connection_state(session)
     if state is None:
-        return _build_listener(session)
+        return None
     with _client_lock:
         listener = state.get(LISTENER_KEY)
         if listener is None:

@@ -410,3 +410,34 @@ async def test_edit_diff_of_a_long_line_shows_the_change(
     assert (root / "app.min.js").read_text() == "head\n" + line.replace(
         "UNIQUEWORD", "OTHER"
     ) + "\n" + "y" * 9_000 + "\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_calls_during_a_build_add_at_most_one_listener(tmp_path: Path, mode: str) -> None:
+    """However many calls a client makes while an index builds, the build keeps at most one
+    listener for it (a 2026-07-28 call, a connection of its own that hears no logging, adds
+    none): before, each such call added one that was never removed."""
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+    from rootgrep.server import build_server
+    from rootgrep.service import Service, Settings
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.py").write_text("x = 1\n")
+    root = pin_root(str(proj))
+    manager = IndexManager(str(tmp_path / "cache"))
+    manager._builds.acquire()  # the build waits for its turn: it stays "building" meanwhile
+    try:
+        manager.activate(root, 0)
+        server = build_server(Service([root], Settings(), indexes=manager))
+        async with connect(server, mode) as c:
+            for _ in range(5):
+                assert not (await c.call_tool("grep", {"pattern": "zzzq"})).is_error
+            ix = manager.get(root.path)
+            assert ix is not None and ix.state == "building"
+            assert len(ix.listeners) <= 1
+    finally:
+        manager._builds.release()
+        manager.close()
+        root.close()
