@@ -38,6 +38,8 @@ VERBS = {
     "daemon": "keep the indexes of directories fresh (the same as index --watch)",
     "search": "ranked search over the indexes (built or refreshed first)",
     "status": "the indexes in the cache directory",
+    "symbols": "where a name is defined (parsed with tree-sitter), output `path:line: kind name`",
+    "outline": "a file's definitions, nested, output `path:line: kind name`",
 }
 
 
@@ -558,6 +560,82 @@ def _search(args: argparse.Namespace) -> int:
             r.close()
 
 
+def _symbols_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rootgrep symbols", description=VERBS["symbols"])
+    p.add_argument("name", help="the identifier whose definitions to find")
+    p.add_argument("dirs", nargs="*", metavar="DIR", help="directories to look in (default: .)")
+    p.add_argument("-i", "--ignore-case", action="store_true",
+                   help="names containing NAME, ignoring case (not only NAME exactly)")  # fmt: skip
+    p.add_argument("--kind", help="only this kind (class, function, method, struct, ...)")
+    p.add_argument("--json", action="store_true", help="one JSON object per definition")
+    p.add_argument("-n", "--max-results", type=int, default=500, metavar="N")
+    return p
+
+
+def _symbols(args: argparse.Namespace) -> int:
+    """Definitions by parsing the files live (the walker's rules: .gitignore, no hidden)."""
+    from .service import Service, Settings, Token
+
+    dirs: list[str] = args.dirs or ["."]
+    roots = [pin_root(d) for d in dirs]
+    try:
+        service = Service(roots, Settings())
+        out = sys.stdout
+        found = 0
+        for given, r in zip(dirs, roots, strict=True):
+            prefix = display(_display_prefix(given)) if args.dirs else ""
+            res = service.find_symbol(
+                [r], Token(), name=args.name, exact=not args.ignore_case, kind=args.kind,
+                max_results=max(1, min(500, args.max_results)),
+            )  # fmt: skip
+            for s in res.symbols:
+                found += 1
+                if args.json:
+                    rec = s.model_dump(mode="json") | {"path": prefix + s.path}
+                    out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                else:
+                    inside = f" (in {s.container})" if s.container else ""
+                    out.write(f"{prefix}{s.path}:{s.line}: {s.kind} {s.name}{inside}\n")
+        return 0 if found else 1
+    finally:
+        for r in roots:
+            r.close()
+
+
+def _outline_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rootgrep outline", description=VERBS["outline"])
+    p.add_argument("file", help="a source file")
+    p.add_argument("--json", action="store_true", help="the outline as one JSON object")
+    return p
+
+
+def _outline(args: argparse.Namespace) -> int:
+    """One file's definitions: its directory is pinned and the file read beneath it."""
+    from .service import Service, Settings
+
+    raw = os.fsencode(args.file)
+    parent, name = os.path.split(raw)
+    if not name:
+        raise SystemExit(f"rootgrep: {args.file}: not a file")
+    root = pin_root(parent or b".")
+    try:
+        res = Service([root], Settings()).outline([root], path=os.fsdecode(name))
+        out = sys.stdout
+        if args.json:
+            out.write(res.model_dump_json() + "\n")
+            return 0
+
+        def walk(nodes: list[Any], depth: int) -> None:
+            for n in nodes:
+                out.write(f"{args.file}:{n.line}: {'  ' * depth}{n.kind} {n.name}\n")
+                walk(n.children, depth + 1)
+
+        walk(res.symbols, 0)
+        return 0 if res.symbols else 1
+    finally:
+        root.close()
+
+
 def _status(args: argparse.Namespace) -> int:
     from .index.cache import CacheDir
     from .index.store import cached_indexes, default_cache_dir
@@ -602,6 +680,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if verb == "search":
             return _search(_index_parser("search").parse_intermixed_args(rest))
+        if verb == "symbols":
+            return _symbols(_symbols_parser().parse_intermixed_args(rest))
+        if verb == "outline":
+            return _outline(_outline_parser().parse_args(rest))
         if verb == "status":
             return _status(_index_parser("status").parse_args(rest))
         if verb == "grep":

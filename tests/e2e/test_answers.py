@@ -379,7 +379,7 @@ async def test_every_parameter_described_and_instructions(
     async with connect(make_server([root], allow_write=True), mode) as c:
         tools = (await c.list_tools()).tools
         instructions = c.instructions
-    assert len(tools) == 15
+    assert len(tools) == 17
     missing = []
     for t in tools:
         assert t.description and t.description.strip(), t.name

@@ -30,7 +30,7 @@ def proj(tmp_path: Path) -> Path:
     return p
 
 
-READ_TOOLS = {"list_roots", "grep", "find_files", "read_file", "list_directory",
+READ_TOOLS = {"list_roots", "grep", "find_files", "find_symbol", "outline", "read_file", "list_directory",
               "directory_tree", "file_info", "search", "reindex"}  # fmt: skip
 WRITE_TOOLS = {"write_file", "edit_file", "create_directory", "move_path", "copy_path",
                "delete_path"}  # fmt: skip

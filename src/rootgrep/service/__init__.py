@@ -6,7 +6,8 @@ when one of those roots is removed mid-call, so it stops with ``root_removed``. 
 authorization decision (a path mapped to a root, or refused) goes to the audit log.
 
 One module per concept: ``base`` (settings, tokens, cursors, locating a path), ``searching``
-(grep, find_files, search, reindex), ``files`` (reading and listing), ``writes``.
+(grep, find_files, search, reindex), ``symbols`` (find_symbol, outline), ``files`` (reading
+and listing), ``writes``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 from .base import LIST_PAGE, MAX_RESULTS_CAP, ServiceBase, Settings, Token
 from .files import Files
 from .searching import GREP_PAGE_BYTES, Searching, _indexed_batches, narrows
+from .symbols import Symbols
 from .writes import Writes
 
 
-class Service(Searching, Files, Writes, ServiceBase):
+class Service(Searching, Symbols, Files, Writes, ServiceBase):
     """Every tool's logic (see the modules of this package)."""
 
 

@@ -1,0 +1,237 @@
+"""Code symbols: find_symbol (where a name is defined) and outline (one file's structure).
+
+With a ready index, ``find_symbol`` is a lookup in the definitions stored at index time, plus a
+live parse of every file changed since the last commit (the dirty set), so a definition renamed
+a moment ago is found under its new name and not under the old one. Without an index (off, or
+still building) the files a walk lists are parsed live: only those whose bytes contain the
+name (a cheap test before any parse), within the same budgets. ``outline`` always parses its one
+file as it is now.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+from .. import confine
+from ..confine import display
+from ..errors import NotAFile
+from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
+from ..roots import Root
+from ..symbols import Symbol, extract, language_of
+from ..symbols import outline as outline_of
+from ..walker import Walker, WalkOptions, order_key
+from .base import (
+    MAX_SYMBOL_HITS,
+    ServiceBase,
+    Token,
+    _clamp,
+    _fingerprint,
+    audited,
+    decode_cursor,
+    encode_cursor,
+    file_uri,
+    ref,
+    rid,
+)
+from .searching import _below_any, _path_filter
+
+MAX_SYMBOL_FILE_BYTES = 2 << 20  # a larger file is not parsed live (the extractor's own cap)
+_TEST_PATH = re.compile(
+    rb"(^|/)(tests?|testing|__tests__|spec)/|(^|/)test_[^/]*$|_test\.[^/.]+$|\.(test|spec)\.[^/.]+$"
+)
+
+
+def is_test_path(rel: bytes) -> bool:
+    """Whether a root-relative path looks like a test file (ranked after the others)."""
+    return _TEST_PATH.search(rel) is not None
+
+
+class Symbols(ServiceBase):
+    @audited("find_symbol", "search", "pattern")
+    def find_symbol(
+        self,
+        roots: Sequence[Root],
+        token: Token,
+        *,
+        name: str,
+        root: str | None = None,
+        path: str | None = None,
+        kind: str | None = None,
+        exact: bool = True,
+        include: str | list[str] | None = None,
+        exclude: str | list[str] | None = None,
+        max_results: int = 50,
+        cursor: str | None = None,
+    ) -> FindSymbolResult:
+        from ..globs import as_globs
+
+        limit = _clamp(max_results, 1, 500)
+        include, exclude = as_globs(include), as_globs(exclude)
+        fp = _fingerprint(t="sym", n=name, r=root, pa=path, k=kind, x=exact, i=include,
+                          e=exclude)  # fmt: skip
+        offset = int(decode_cursor(cursor, "sym", fp)["o"]) if cursor else 0
+        targets = self._targets(roots, "find_symbol", path, root)
+        nested = self._nested(roots) if path is None and root is None else {}
+        keep = _path_filter(include, exclude)
+        wanted = _matcher(name, exact, kind)
+        found: list[tuple[int, Root, bytes, Symbol]] = []
+        capped = False
+        for ti, (r, comps) in enumerate(targets):
+            token.check()
+            start = b"/".join(c for c in comps if c != b".")
+            prune = nested.get(r.path, frozenset())
+            for rel, sym in self._symbols_in(r, start, prune, name, exact, wanted, token):
+                if keep is not None and not keep(rel):
+                    continue
+                found.append((ti, r, rel, sym))
+                if len(found) >= MAX_SYMBOL_HITS:
+                    capped = True
+                    break
+            if capped:
+                break
+        # exact name first, then definitions outside tests, then root, path and line
+        found.sort(key=lambda h: (h[3].name != name, is_test_path(h[2]), h[0],
+                                  order_key(h[2]), h[3].line))  # fmt: skip
+        page = found[offset : offset + limit]
+        hits = [
+            SymbolHit(
+                root=rid(r), path=display(rel), uri=file_uri(r, rel), name=s.name, kind=s.kind,
+                line=s.line, end_line=s.end_line, container=s.container, signature=s.signature,
+            )
+            for _ti, r, rel, s in page
+        ]  # fmt: skip
+        end = offset + len(page)
+
+        def resume_at(k: int) -> str | None:
+            at = offset + k
+            return encode_cursor("sym", fp, o=at) if at < len(found) else None
+
+        result = FindSymbolResult(
+            symbols=hits, truncated=end < len(found) or capped, next_cursor=resume_at(len(page))
+        )
+        result._resume = resume_at
+        return result
+
+    def _symbols_in(
+        self,
+        r: Root,
+        start: bytes,
+        prune: frozenset[bytes],
+        name: str,
+        exact: bool,
+        wanted: object,
+        token: Token,
+    ) -> Iterator[tuple[bytes, Symbol]]:
+        """Every definition of the name below ``start`` in root ``r``: from the index when it
+        answers exactly now (its dirty files parsed live), else by parsing live."""
+        match = wanted  # (a callable: Symbol -> bool)
+        assert callable(match)
+        ready = self._ready_index(r)
+        if ready is not None and hasattr(ready[0].index, "find_symbols"):
+            ix, place = ready
+            assert ix.index is not None
+            dirty = ix.dirty_snapshot()
+            cut = len(place) + 1 if place else 0
+            for rel, sym in ix.index.find_symbols(
+                name, exact=exact, limit=MAX_SYMBOL_HITS
+            ):  # (already in the index's own paths)
+                if rel in dirty or (place and not rel.startswith(place + b"/")):
+                    continue
+                rel = rel[cut:]
+                if _outside(rel, start) or (prune and _below_any(rel, prune)):
+                    continue
+                if match(sym):
+                    yield rel, sym
+            changed = {p[cut:] for p in dirty if not place or p.startswith(place + b"/")}
+            if changed:
+                listed = Walker(r.fs).listed(changed)
+                for rel in sorted(listed, key=order_key):
+                    token.check()
+                    if _outside(rel, start) or (prune and _below_any(rel, prune)):
+                        continue
+                    yield from self._parse_one(r, rel, name, exact, match)
+            return
+        walker = Walker(r.fs, start, WalkOptions(prune=prune))
+        batches = walker.batches()
+        try:
+            for batch in batches:
+                token.check()
+                with batch:
+                    for fe in batch.files:
+                        if language_of(fe.path) is None:
+                            continue
+                        data = confine.read_searchable_at(batch.fd, fe.name, MAX_SYMBOL_FILE_BYTES)
+                        if data is None or not _may_define(data, name, exact):
+                            continue
+                        for sym in extract(fe.path, data) or []:
+                            if match(sym):
+                                yield fe.path, sym
+        finally:
+            batches.close()
+
+    def _parse_one(
+        self, r: Root, rel: bytes, name: str, exact: bool, match: object
+    ) -> Iterator[tuple[bytes, Symbol]]:
+        assert callable(match)
+        if language_of(rel) is None:
+            return
+        try:
+            res = r.fs.read(confine.split_relpath(rel), max_bytes=MAX_SYMBOL_FILE_BYTES)
+        except Exception:  # gone or not text any more: it defines nothing now
+            return
+        if res.truncated or not _may_define(res.data, name, exact):
+            return
+        for sym in extract(rel, res.data) or []:
+            if match(sym):
+                yield rel, sym
+
+    @audited("outline", "read", "path")
+    def outline(
+        self, roots: Sequence[Root], *, path: str, root: str | None = None
+    ) -> OutlineResult:
+        r, comps = self._locate(roots, "outline", "read", path, root)
+        rel = b"/".join(comps)
+        language = language_of(rel)
+        if language is None:
+            raise NotAFile(
+                f"'{display(comps)}' is not in a language rootgrep parses (Python, JavaScript, "
+                "TypeScript, Go, Rust, C, C++, Java); read it with read_file"
+            )
+        res = r.fs.read(comps, max_bytes=MAX_SYMBOL_FILE_BYTES)
+        symbols = extract(rel, res.data) or [] if not res.truncated else []
+        return OutlineResult(
+            root=ref(r), path=display(comps), uri=file_uri(r, rel), language=language,
+            symbols=[_node(n) for n in outline_of(symbols)], truncated=res.truncated,
+        )  # fmt: skip
+
+
+def _node(n: object) -> OutlineNode:
+    sym: Symbol = n.symbol  # type: ignore[attr-defined]
+    return OutlineNode(
+        name=sym.name, kind=sym.kind, line=sym.line, end_line=sym.end_line,
+        signature=sym.signature, children=[_node(c) for c in n.children],  # type: ignore[attr-defined]
+    )  # fmt: skip
+
+
+def _matcher(name: str, exact: bool, kind: str | None) -> object:
+    folded = name.casefold()
+
+    def match(s: Symbol) -> bool:
+        if kind is not None and s.kind != kind:
+            return False
+        return s.name == name if exact else folded in s.name.casefold()
+
+    return match
+
+
+def _may_define(data: bytes, name: str, exact: bool) -> bool:
+    """A cheap test before a parse: a file whose bytes lack the name defines nothing of it."""
+    needle = name.encode("utf-8", "surrogateescape")
+    if exact:
+        return needle in data
+    return needle.lower() in data.lower()
+
+
+def _outside(rel: bytes, start: bytes) -> bool:
+    return bool(start) and rel != start and not rel.startswith(start + b"/")

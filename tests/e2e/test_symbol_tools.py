@@ -1,0 +1,213 @@
+"""find_symbol and outline through the real MCP client, with and without an index, and the
+CLI verbs ``rootgrep symbols`` / ``rootgrep outline`` (SPEC §9)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp_helpers import MODES, code, connect, text
+
+from support import ROOTGREP
+
+pytestmark = pytest.mark.anyio
+
+PY = """\
+import os
+
+LIMIT = 10
+
+
+class Parser:
+    def parse(self, data):
+        return data
+
+    class Inner:
+        def parse(self):
+            pass
+
+
+def parse(text):
+    return Parser().parse(text)
+"""
+GO = """\
+package p
+
+type Parser struct {
+\tn int
+}
+
+func (p *Parser) Parse(s string) string {
+\treturn s
+}
+
+func Helper() {}
+"""
+RS = """\
+pub struct Parser {
+    n: u32,
+}
+
+impl Parser {
+    pub fn parse(&self) -> u32 {
+        self.n
+    }
+}
+
+pub fn helper() {}
+"""
+JS = """\
+export class Parser {
+  parse(s) {
+    return s;
+  }
+}
+
+export function helper() {}
+"""
+
+
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "src" / "parser.py").write_text(PY)
+    (root / "src" / "parser.go").write_text(GO)
+    (root / "src" / "parser.rs").write_text(RS)
+    (root / "src" / "parser.js").write_text(JS)
+    (root / "tests" / "test_parser.py").write_text("def parse():\n    pass\n")
+    (root / "notes.txt").write_text("def parse(): not code\n")
+    return root
+
+
+def rows(result) -> list[tuple[str, int, int, str, str | None, str]]:  # type: ignore[no-untyped-def]
+    sc = result.structured_content
+    assert sc is not None, text(result)
+    return [
+        (s["path"], s["line"], s["end_line"], s["kind"], s["container"], s["name"])
+        for s in sc["symbols"]
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_find_symbol_finds_every_definition_with_kind_lines_and_container(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    root = tree(tmp_path)
+    async with connect(make_server([root]), mode) as c:
+        r = await c.call_tool("find_symbol", {"name": "parse"})
+        got = rows(r)
+        assert got[-1] == ("tests/test_parser.py", 1, 2, "function", None, "parse")  # tests last
+        assert set(got[:-1]) == {
+            ("src/parser.py", 7, 8, "method", "Parser", "parse"),
+            ("src/parser.py", 11, 12, "method", "Inner", "parse"),
+            ("src/parser.py", 15, 16, "function", None, "parse"),
+            ("src/parser.rs", 6, 8, "method", "Parser", "parse"),
+            ("src/parser.js", 2, 4, "method", "Parser", "parse"),
+        }
+        # exact is case-sensitive: Go's Parse is another name
+        go = rows(await c.call_tool("find_symbol", {"name": "Parse"}))
+        assert go == [("src/parser.go", 7, 9, "method", "Parser", "Parse")]
+        # exact=false: names containing it, any case; exact names first
+        loose = rows(await c.call_tool("find_symbol", {"name": "parse", "exact": False}))
+        names = [x[5] for x in loose]
+        assert {"parse", "Parse", "Parser"} <= set(names)
+        assert names.index("Parser") > max(i for i, n in enumerate(names) if n == "parse")
+        # kind, include (a string) and path narrow it
+        structs = rows(await c.call_tool("find_symbol", {"name": "Parser", "kind": "struct"}))
+        assert structs == [("src/parser.go", 3, 5, "struct", None, "Parser"),
+                           ("src/parser.rs", 1, 3, "struct", None, "Parser")]  # fmt: skip
+        only_rs = await c.call_tool("find_symbol", {"name": "parse", "include": "*.rs"})
+        assert [x[0] for x in rows(only_rs)] == ["src/parser.rs"]
+        none = await c.call_tool("find_symbol", {"name": "parse", "path": "tests"})
+        assert [x[0] for x in rows(none)] == ["tests/test_parser.py"]
+        # the text names each definition by a path that read_file opens
+        first = text(r).splitlines()[0]
+        shown = first.split(":", 1)[0]
+        read = await c.call_tool("read_file", {"path": shown})
+        assert "class Parser" in text(read)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_find_symbol_pages_exactly(make_server, tmp_path: Path, mode: str) -> None:
+    root = tree(tmp_path)
+    async with connect(make_server([root]), mode) as c:
+        whole = rows(await c.call_tool("find_symbol", {"name": "parse"}))
+        got, cursor = [], None
+        while True:
+            args = {"name": "parse", "max_results": 2} | ({"cursor": cursor} if cursor else {})
+            r = await c.call_tool("find_symbol", args)
+            got += rows(r)
+            cursor = r.structured_content["next_cursor"]
+            if cursor is None:
+                break
+        assert got == whole
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_outline_nests_methods_under_their_class(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    root = tree(tmp_path)
+    async with connect(make_server([root]), mode) as c:
+        r = await c.call_tool("outline", {"path": "src/parser.py"})
+        sc = r.structured_content
+        assert sc["language"] == "python"
+
+        def shape(nodes):  # type: ignore[no-untyped-def]
+            return [(n["kind"], n["name"], n["line"], shape(n.get("children", []))) for n in nodes]
+
+        assert shape(sc["symbols"]) == [
+            ("constant", "LIMIT", 3, []),
+            ("class", "Parser", 6, [
+                ("method", "parse", 7, []),
+                ("class", "Inner", 10, [("method", "parse", 11, [])]),
+            ]),
+            ("function", "parse", 15, []),
+        ]  # fmt: skip
+        assert "  7-8 method parse" in text(r)
+        assert code(await c.call_tool("outline", {"path": "notes.txt"})) == "not_a_file"
+
+
+async def test_a_renamed_function_is_found_under_its_new_name_at_once(
+    make_server, tmp_path: Path
+) -> None:
+    """With an index serving the root, an edit is seen by the next call (the changed file is
+    parsed live until its fold), under the new name and not the old one."""
+    root = tree(tmp_path)
+    server = make_server([root], index=True)
+    async with connect(server, "legacy") as c:
+        ix = server.service.indexes.get(root.resolve().as_posix().encode())
+        assert ix is not None
+        with anyio.fail_after(60):
+            while ix.state != "ready":
+                await anyio.sleep(0.05)
+        before = rows(await c.call_tool("find_symbol", {"name": "helper"}))
+        assert [x[0] for x in before] == ["src/parser.js", "src/parser.rs"]
+        rs = root / "src" / "parser.rs"
+        rs.write_text(RS.replace("fn helper()", "fn assist()"))
+        renamed = rows(await c.call_tool("find_symbol", {"name": "assist"}))
+        assert renamed == [("src/parser.rs", 11, 11, "function", None, "assist")]
+        old = rows(await c.call_tool("find_symbol", {"name": "helper"}))
+        assert [x[0] for x in old] == ["src/parser.js"]  # (JS still has one)
+
+
+def test_cli_symbols_and_outline(tmp_path: Path) -> None:
+    root = tree(tmp_path)
+    out = subprocess.run([ROOTGREP, "symbols", "Parser", str(root)], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert f"{root}/src/parser.py:6: class Parser" in lines
+    assert f"{root}/src/parser.go:3: struct Parser" in lines
+    none = subprocess.run([ROOTGREP, "symbols", "Nope", str(root)], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert none.returncode == 1 and none.stdout == ""
+    ol = subprocess.run([ROOTGREP, "outline", str(root / "src" / "parser.py")],
+                        capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ol.returncode == 0, ol.stderr
+    f = root / "src" / "parser.py"
+    assert ol.stdout.splitlines()[:3] == [f"{f}:3: constant LIMIT", f"{f}:6: class Parser",
+                                          f"{f}:7:   method parse"]  # fmt: skip
