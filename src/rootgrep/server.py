@@ -50,7 +50,7 @@ from pydantic import ValidationError
 from . import __version__
 from .confine import _error as confine_error
 from .errors import NoRoots, RootgrepError, RootRemoved
-from .roots import Root
+from .roots import Root, listed
 from .service import Service, Token
 from .sessions import ClientRoots, RawRoots, accept_raw_roots, scope
 from .tools import INSTRUCTIONS, TOOLS, Call, Out, ToolSpec, invalid_argument_message
@@ -372,13 +372,13 @@ class RootgrepServer(MCPServer):
         """Why a call has no roots: what the client announced, what the operator allows,
         and that they do not overlap (or that one side has none)."""
         ops = [os.fsdecode(r.path) for r in self.service.operator_roots]
-        allowed = ", ".join(ops) if ops else "any directory (no --root given)"
+        allowed = listed(ops, "not shown") if ops else "any directory (no --root given)"
         if announced is None:
             told = "the client has no roots capability"
         elif not announced:
             told = "the client announced no usable roots"
         else:
-            told = "the client announced " + ", ".join(r.uri for r in announced[:10])
+            told = "the client announced " + listed([r.uri for r in announced], "not shown")
         hint = (
             "announce a root inside one of the operator's roots, or ask the operator to "
             "serve yours (rootgrep serve --root DIR)"

@@ -1,0 +1,52 @@
+"""Adversarial review of issue 9 (SPEC §8) through the real MCP client: what a hostile or
+unlucky client met where the mechanisms meet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp_helpers import MODES, RootsStub, code, connect, text, uri
+
+pytestmark = pytest.mark.anyio
+
+DEFAULT = 20_000
+
+
+def long_roots(tmp_path: Path, n: int, depth: int = 12) -> list[Path]:
+    """n roots, each about depth * 100 characters deep."""
+    out = []
+    for i in range(n):
+        d = tmp_path.joinpath(*[f"{i:03}" + "d" * 96] * depth) / f"root{i}"
+        d.mkdir(parents=True)
+        (d / "f.txt").write_text("needle\n")
+        out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_errors_listing_roots_fit_the_budget(make_server, tmp_path: Path, mode: str) -> None:
+    """An error naming the roots (ambiguous_root, unknown_root, outside_roots, no_roots)
+    stays under --max-answer-chars however many roots there are and however long their
+    paths; before, outside_roots and no_roots listed every operator root's URI and
+    ambiguous_root up to 20 roots whole (26k characters here)."""
+    roots = long_roots(tmp_path / "op", 60)
+    server = make_server(roots)
+    async with connect(server, mode) as c:
+        calls = {
+            "ambiguous_root": {"path": "f.txt"},
+            "unknown_root": {"path": "f.txt", "root": "nosuch"},
+            "outside_roots": {"path": str(tmp_path / "elsewhere.txt")},
+        }
+        for want, args in calls.items():
+            r = await c.call_tool("read_file", args)
+            assert code(r) == want, text(r)[:300]
+            assert len(text(r)) <= DEFAULT, (want, len(text(r)))
+            assert "more (list_roots shows all)" in text(r)
+    elsewhere = long_roots(tmp_path / "client", 30)
+    stub = RootsStub([uri(p) for p in elsewhere])
+    async with connect(make_server(roots), mode, roots=stub) as c:
+        r = await c.call_tool("grep", {"pattern": "needle"})
+        assert code(r) == "no_roots", text(r)[:300]
+        assert len(text(r)) <= DEFAULT, len(text(r))
+        assert "do not overlap" in text(r)
