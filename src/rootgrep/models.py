@@ -210,6 +210,7 @@ class MoveResult(BaseModel):
 class Skipped(BaseModel):
     path: str
     reason: str
+    uri: str | None = None
 
 
 class CopyResult(BaseModel):
@@ -217,6 +218,7 @@ class CopyResult(BaseModel):
     source: str
     destination: str
     uri: str
+    source_uri: str | None = None
     files: int
     directories: int
     skipped: list[Skipped]

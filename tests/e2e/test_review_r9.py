@@ -3,6 +3,7 @@ unlucky client met where the mechanisms meet."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,32 @@ async def test_errors_listing_roots_fit_the_budget(make_server, tmp_path: Path, 
         assert code(r) == "no_roots", text(r)[:300]
         assert len(text(r)) <= DEFAULT, len(text(r))
         assert "do not overlap" in text(r)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_copy_answer_paths_round_trip_with_several_roots(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    """copy_path's text shows its source and each skipped entry (both still there) as paths
+    that round-trip with several roots; before, they were root-relative, so passed back
+    without `root` they failed with ambiguous_root."""
+    a, b = tmp_path / "one" / "proj", tmp_path / "two" / "proj"
+    for d in (a, b):
+        (d / "tree").mkdir(parents=True)
+        (d / "tree" / "x.txt").write_text(f"in {d}\n")
+    os.mkfifo(b / "tree" / "pipe")
+    async with connect(make_server([a, b], allow_write=True), mode) as c:
+        ids = [r["id"] for r in (await c.call_tool("list_roots", {})).structured_content["roots"]]
+        r = await c.call_tool("copy_path", {"source": "tree", "destination": "t2", "root": ids[1]})
+        t = text(r)
+        assert not r.is_error, t
+        head, skipped = t.splitlines()
+        source = head.removeprefix("copied ").split(" -> ")[0]
+        got = await c.call_tool("list_directory", {"path": source})
+        assert not got.is_error, (t, text(got))
+        assert got.structured_content["uri"] == uri(b / "tree"), t
+        pipe = skipped.removeprefix("skipped ").split(": ")[0]
+        info = await c.call_tool("file_info", {"path": pipe})
+        assert not info.is_error, (t, text(info))
+        assert info.structured_content["uri"] == uri(b / "tree" / "pipe"), t
+        assert r.structured_content["skipped"][0]["uri"] == uri(b / "tree" / "pipe")
