@@ -80,3 +80,15 @@ async def test_copy_answer_paths_round_trip_with_several_roots(
         assert not info.is_error, (t, text(info))
         assert info.structured_content["uri"] == uri(b / "tree" / "pipe"), t
         assert r.structured_content["skipped"][0]["uri"] == uri(b / "tree" / "pipe")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_invalid_argument_reads_as_a_sentence(make_server, tmp_path: Path, mode: str) -> None:
+    """A length constraint's message names the argument once and reads as a sentence; before,
+    an empty `edits` gave "`edits` should be List should have at least 1 item ..."."""
+    (tmp_path / "a.txt").write_text("x\n")
+    async with connect(make_server([tmp_path], allow_write=True), mode) as c:
+        r = await c.call_tool("edit_file", {"path": "a.txt", "edits": []})
+        assert code(r) == "invalid_argument", text(r)
+        assert "`edits` should have at least 1 item" in text(r), text(r)
+        assert "should be List" not in text(r), text(r)

@@ -215,4 +215,8 @@ def _nested_fields(model: type[BaseModel]) -> set[str]:
 def _reason(e: Any) -> str:
     msg = str(e.get("msg", "is not valid"))
     msg = msg.removeprefix("Value error, ").removeprefix("Input should be ")
+    msg = _SUBJECT.sub("", msg)  # ("List should have at least 1 item": the argument is named)
     return "should be " + msg if not msg.startswith(("should", "is", "must")) else msg
+
+
+_SUBJECT = re.compile(r"^(?:Input|List|String|Tuple|Set|Dictionary|Object|Value) (?=should )")
