@@ -92,3 +92,35 @@ async def test_invalid_argument_reads_as_a_sentence(make_server, tmp_path: Path,
         assert code(r) == "invalid_argument", text(r)
         assert "`edits` should have at least 1 item" in text(r), text(r)
         assert "should be List" not in text(r), text(r)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cut_reindex_and_delete_say_how_much_was_left_out(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    """reindex with more roots than fit, and delete_path with more directories left in place
+    than fit, say how many were left out (SPEC §8); before: "(cut to fit)", "(more left out)"."""
+    roots = []
+    for i in range(12):
+        d = tmp_path / f"root{i:02}_{'n' * 120}"
+        d.mkdir()
+        (d / "f.txt").write_text("needle\n")
+        roots.append(d)
+    async with connect(make_server(roots, index=True, max_answer_chars=600), mode) as c:
+        r = await c.call_tool("reindex", {})
+        t = text(r)
+        assert not r.is_error, t
+        shown = len(r.structured_content["roots"])
+        assert 0 < shown < 12, t
+        assert f"({12 - shown} more roots re-indexed, left out" in t, t
+    proj = tmp_path / "proj"
+    (proj / "top" / "a").mkdir(parents=True)
+    (proj / "top" / "a" / "x.txt").write_text("x\n")
+    log = proj / "top" / "a" / "audit.log"
+    server = make_server([proj], allow_write=True, max_answer_chars=1, audit=log)
+    async with connect(server, mode) as c:
+        r = await c.call_tool("delete_path", {"path": "top", "recursive": True})
+        t = text(r)
+        assert not r.is_error, t
+        assert len(r.structured_content["skipped"]) == 0, t
+        assert "(1 more directory left in place, left out" in t, t

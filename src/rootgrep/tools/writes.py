@@ -284,7 +284,13 @@ def run_delete(c: Call, a: DeleteArgs) -> DeleteResult:
 def answer_delete(r: DeleteResult, out: Out) -> str:
     head = f"deleted {r.path} ({plural(r.removed, 'entry', 'entries')})"
     pieces = [head] + [f"left {_shown(out, k.path, k.uri)}: {k.reason}" for k in r.skipped]
-    k, body = fit(pieces, out.budget, lambda k: "" if k == len(pieces) else "(more left out)")
+    total = len(pieces)
+
+    def footer(k: int) -> str:
+        more = plural(total - k, "more directory", "more directories")
+        return f"({more} left in place, left out to fit the answer)" if k < total else ""
+
+    k, body = fit(pieces, out.budget, footer)
     r.skipped = r.skipped[: max(0, k - 1)]
     return body
 
