@@ -487,13 +487,19 @@ def _session_listener(session: Any) -> Callable[[str], None] | None:
 
 def _progress(ctx: Context) -> Callable[[int, int | None, str], None]:
     """Progress notifications from a worker thread to the call's client (best effort, each
-    bounded in time: the work never waits long for a client that does not read)."""
+    bounded in time: the work never waits long for a client that does not read), each
+    with a greater value than the one before (one that is not is dropped)."""
 
     async def report(done: int, total: int | None, message: str) -> None:
         with anyio.move_on_after(NOTIFY_TIMEOUT):
             await ctx.report_progress(done, total, message=message)
 
+    last: list[int] = []  # the last value sent: a value that does not increase is dropped
+
     def progress(done: int, total: int | None, message: str) -> None:
+        if last and done <= last[0]:  # (MCP: a call's progress must increase)
+            return
+        last[:] = [done]
         try:
             anyio.from_thread.run(report, done, total, message)
         except Exception:  # progress is best effort

@@ -3,9 +3,11 @@ unlucky client met where the mechanisms meet."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp_helpers import MODES, RootsStub, code, connect, text, uri
 
@@ -124,3 +126,39 @@ async def test_cut_reindex_and_delete_say_how_much_was_left_out(
         assert not r.is_error, t
         assert len(r.structured_content["skipped"]) == 0, t
         assert "(1 more directory left in place, left out" in t, t
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_reindex_progress_rises_across_roots(make_server, tmp_path: Path, mode: str) -> None:
+    """A reindex over several roots sends progress that increases through the whole call (MCP
+    requires it), each message naming its root; before, each root started again from 0."""
+    roots = []
+    for i in range(3):
+        d = tmp_path / f"r{i}"
+        d.mkdir()
+        for j in range(40):
+            (d / f"f{j}.py").write_text(f"needle {j}\n")
+        roots.append(d)
+    server = make_server(roots, index=True)
+    manager = server.service.indexes
+    with anyio.fail_after(60):  # hang guard
+        while any(
+            (ix := manager.get(str(d).encode())) is None or ix.state != "ready" for d in roots
+        ):
+            await anyio.sleep(0.02)
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async with connect(server, mode) as c:
+        r = await c.call_tool("reindex", {}, progress_callback=on_progress)
+        assert not r.is_error, text(r)
+        with anyio.fail_after(10):  # hang guard: notifications may trail the result
+            while sum(t is not None for _, t, _ in progress) < 3:
+                await anyio.sleep(0.02)
+    values = [d for d, _, _ in progress]
+    assert all(a < b for a, b in itertools.pairwise(values)), progress
+    assert values[-1] == 120, progress
+    for d in roots:
+        assert any((m or "").startswith(f"{d.name}: ") for _, _, m in progress), progress
