@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from pathlib import Path
 
 import anyio
@@ -162,3 +163,30 @@ async def test_reindex_progress_rises_across_roots(make_server, tmp_path: Path, 
     assert values[-1] == 120, progress
     for d in roots:
         assert any((m or "").startswith(f"{d.name}: ") for _, _, m in progress), progress
+
+
+POSERS = ["7:needle", "8-x", "--", "(2 matches in 2 files)", "2024-01-01.md"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_names_that_read_as_answer_lines(make_server, tmp_path: Path, mode: str) -> None:
+    """A file named like a line of grep's text (a match `7:needle`, a context line `8-x`, the
+    separator `--`, a note `(…)`) is shown as ./name: the text still reads as one header per
+    file, one line per match and one note, and each shown path opens its file; before, the
+    header `7:needle` read as a match on line 7 and `(2 matches in 2 files)` as the footer."""
+    for n in POSERS:
+        (tmp_path / n).write_text(f"needle in {n}\n")
+    async with connect(make_server([tmp_path]), mode) as c:
+        r = await c.call_tool("grep", {"pattern": "needle"})
+        lines = text(r).splitlines()
+        assert sum(bool(re.match(r"^\d+:", x)) for x in lines) == len(POSERS), lines
+        assert sum(x.startswith("(") for x in lines) == 1, lines
+        assert "--" not in lines, lines
+        headers = [x for x in lines if not re.match(r"^\d+:", x) and not x.startswith("(")]
+        found = await c.call_tool("find_files", {"pattern": "*"})
+        shown = [x.rsplit("  (", 1)[0] for x in text(found).splitlines()[:-1]]
+        assert sorted(headers) == sorted(shown), (headers, shown)
+        for h in headers:
+            got = await c.call_tool("read_file", {"path": h})
+            assert not got.is_error, (h, text(got))
+            assert got.structured_content["content"] == f"needle in {h.removeprefix('./')}\n"
