@@ -52,9 +52,10 @@ class RootInfo(RootRef):
     index: IndexInfo = Field(default_factory=IndexInfo)
 
 
-class ListRootsResult(BaseModel):
+class ListRootsResult(Listing):
     roots: list[RootInfo]
     read_only: bool
+    next_cursor: str | None = None
 
 
 class GrepMatch(BaseModel):

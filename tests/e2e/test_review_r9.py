@@ -190,3 +190,26 @@ async def test_names_that_read_as_answer_lines(make_server, tmp_path: Path, mode
             got = await c.call_tool("read_file", {"path": h})
             assert not got.is_error, (h, text(got))
             assert got.structured_content["content"] == f"needle in {h.removeprefix('./')}\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_list_roots_cut_continues_with_a_cursor(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    """list_roots cut to fit the budget gives a cursor, and following it shows every root
+    once, in order; before, the roots left out could not be listed at all."""
+    roots = long_roots(tmp_path, 64, depth=3)
+    async with connect(make_server(roots), mode) as c:
+        whole = await c.call_tool("list_roots", {})
+        first = whole.structured_content
+        assert first["next_cursor"], text(whole)[-300:]
+        assert len(text(whole)) <= DEFAULT + 1_000
+        assert f"cursor={first['next_cursor']}" in text(whole)
+        seen, cursor = list(first["roots"]), first["next_cursor"]
+        while cursor:
+            r = await c.call_tool("list_roots", {"cursor": cursor})
+            assert not r.is_error, text(r)
+            assert len(text(r)) <= DEFAULT + 1_000
+            seen += r.structured_content["roots"]
+            cursor = r.structured_content["next_cursor"]
+    assert [x["uri"] for x in seen] == [uri(d) for d in roots]
