@@ -52,9 +52,10 @@ class RootInfo(RootRef):
     index: IndexInfo = Field(default_factory=IndexInfo)
 
 
-class ListRootsResult(BaseModel):
+class ListRootsResult(Listing):
     roots: list[RootInfo]
     read_only: bool
+    next_cursor: str | None = None
 
 
 class GrepMatch(BaseModel):
@@ -210,6 +211,7 @@ class MoveResult(BaseModel):
 class Skipped(BaseModel):
     path: str
     reason: str
+    uri: str | None = None
 
 
 class CopyResult(BaseModel):
@@ -217,6 +219,7 @@ class CopyResult(BaseModel):
     source: str
     destination: str
     uri: str
+    source_uri: str | None = None
     files: int
     directories: int
     skipped: list[Skipped]

@@ -250,15 +250,29 @@ def find_root(roots: Sequence[Root], ref: str) -> Root:
 
 
 MAX_ROOTS_LISTED = 20  # an error message names at most this many roots
+MAX_LISTED_CHARS = 4_000  # ... in at most this many characters (one root at least)
+
+
+def listed(items: Sequence[str], more_hint: str = "list_roots shows all") -> str:
+    """Items (roots, URIs) joined for an error message, at most MAX_ROOTS_LISTED of them in
+    at most MAX_LISTED_CHARS characters (the first always): a message stays well under the
+    answer budget however many roots there are and however long their paths."""
+    if not items:
+        return "none"
+    shown: list[str] = []
+    size = 0
+    for item in items[:MAX_ROOTS_LISTED]:
+        if shown and size + len(item) + 2 > MAX_LISTED_CHARS:
+            break
+        shown.append(item)
+        size += len(item) + 2
+    more = len(items) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more ({more_hint})" if more else "")
 
 
 def list_roots_text(roots: Sequence[Root]) -> str:
     """The roots to choose from, for an error message: name, id and URI of each."""
-    if not roots:
-        return "none"
-    shown = [f"{r.name} (id {r.id}, {r.uri})" for r in roots[:MAX_ROOTS_LISTED]]
-    more = len(roots) - len(shown)
-    return "; ".join(shown) + (f"; and {more} more (list_roots shows all)" if more else "")
+    return listed([f"{r.name} (id {r.id}, {r.uri})" for r in roots])
 
 
 _OTHER_SCHEMES = frozenset(
@@ -331,7 +345,7 @@ def resolve_target(
         if best is None:
             raise OutsideRoots(
                 "the path is outside every root; use a path inside one of: "
-                + ", ".join(r.uri for r in roots)
+                + listed([r.uri for r in roots])
             )
         inner = b"/".join(best[2])
         # a trailing '/' means "must be a directory"; the root itself (``file:///x/root/``)

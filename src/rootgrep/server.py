@@ -50,7 +50,7 @@ from pydantic import ValidationError
 from . import __version__
 from .confine import _error as confine_error
 from .errors import NoRoots, RootgrepError, RootRemoved
-from .roots import Root
+from .roots import Root, listed
 from .service import Service, Token
 from .sessions import ClientRoots, RawRoots, accept_raw_roots, scope
 from .tools import INSTRUCTIONS, TOOLS, Call, Out, ToolSpec, invalid_argument_message
@@ -372,13 +372,13 @@ class RootgrepServer(MCPServer):
         """Why a call has no roots: what the client announced, what the operator allows,
         and that they do not overlap (or that one side has none)."""
         ops = [os.fsdecode(r.path) for r in self.service.operator_roots]
-        allowed = ", ".join(ops) if ops else "any directory (no --root given)"
+        allowed = listed(ops, "not shown") if ops else "any directory (no --root given)"
         if announced is None:
             told = "the client has no roots capability"
         elif not announced:
             told = "the client announced no usable roots"
         else:
-            told = "the client announced " + ", ".join(r.uri for r in announced[:10])
+            told = "the client announced " + listed([r.uri for r in announced], "not shown")
         hint = (
             "announce a root inside one of the operator's roots, or ask the operator to "
             "serve yours (rootgrep serve --root DIR)"
@@ -487,13 +487,19 @@ def _session_listener(session: Any) -> Callable[[str], None] | None:
 
 def _progress(ctx: Context) -> Callable[[int, int | None, str], None]:
     """Progress notifications from a worker thread to the call's client (best effort, each
-    bounded in time: the work never waits long for a client that does not read)."""
+    bounded in time: the work never waits long for a client that does not read), each
+    with a greater value than the one before (one that is not is dropped)."""
 
     async def report(done: int, total: int | None, message: str) -> None:
         with anyio.move_on_after(NOTIFY_TIMEOUT):
             await ctx.report_progress(done, total, message=message)
 
+    last: list[int] = []  # the last value sent: a value that does not increase is dropped
+
     def progress(done: int, total: int | None, message: str) -> None:
+        if last and done <= last[0]:  # (MCP: a call's progress must increase)
+            return
+        last[:] = [done]
         try:
             anyio.from_thread.run(report, done, total, message)
         except Exception:  # progress is best effort

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from .. import confine
 from ..confine import display
 from ..errors import (
+    InvalidArgument,
     NotADirectory,
 )
 from ..models import (
@@ -44,14 +45,34 @@ from .base import (
 class Files(ServiceBase):
     # -- list_roots ------------------------------------------------------------------------
 
-    def list_roots(self, roots: Sequence[Root]) -> ListRootsResult:
-        return ListRootsResult(
+    def list_roots(self, roots: Sequence[Root], cursor: str | None = None) -> ListRootsResult:
+        """The roots, from the one after the cursor's (a cut answer continues by root id)."""
+        fp = _fingerprint(tool="list_roots")
+        start = 0
+        if cursor:
+            after = decode_cursor(cursor, "roots", fp).get("a")
+            ids = [r.id for r in roots]
+            if after not in ids:
+                raise InvalidArgument(
+                    "`cursor` continues after a root that is no longer served; call list_roots "
+                    "again without a cursor"
+                )
+            start = ids.index(after) + 1
+        result = ListRootsResult(
             roots=[
                 RootInfo(id=r.id, name=r.name, uri=r.uri, source=r.source, index=self.index_info(r))
-                for r in roots
+                for r in roots[start:]
             ],
             read_only=not self.settings.allow_write,
         )
+
+        shown = list(result.roots)  # (as built: the answer may cut result.roots)
+
+        def resume_at(k: int) -> str | None:
+            return encode_cursor("roots", fp, a=shown[k - 1].id) if 0 < k < len(shown) else None
+
+        result._resume = resume_at
+        return result
 
     # -- read_file ---------------------------------------------------------------------------
 

@@ -381,9 +381,11 @@ class Searching(ServiceBase):
             raise IndexUnavailable("indexing is off (--no-index); grep still works, live")
         targets = self._targets(roots, "reindex", None, root)
         out: list[ReindexRoot] = []
+        base = 0  # files examined in the roots before: progress goes on rising across roots
         for r, _ in targets:
             token.check()
-            st = self.indexes.reindex(r, progress)
+            st = self.indexes.reindex(r, _after(progress, base, r.name, len(targets) > 1))
+            base += st.files
             out.append(
                 ReindexRoot(
                     root=ref(r), files=st.files, bytes=st.bytes, added=st.added,
@@ -394,6 +396,21 @@ class Searching(ServiceBase):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+
+
+def _after(
+    progress: Callable[[int, int | None, str], None] | None, base: int, name: str, named: bool
+) -> Callable[[int, int | None, str], None] | None:
+    """One root's progress as part of a call over several: counted on from ``base`` (MCP
+    requires a call's progress to increase), each message naming its root."""
+    if progress is None or (not base and not named):
+        return progress
+    report = progress
+
+    def step(done: int, total: int | None, message: str) -> None:
+        report(base + done, None if total is None else base + total, f"{name}: {message}")
+
+    return step
 
 
 class _GrepPage:

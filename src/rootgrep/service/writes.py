@@ -173,9 +173,12 @@ class Writes(ServiceBase):
             source=display(src),
             destination=display(dst),
             uri=file_uri(r, b"/".join(dst)),
+            source_uri=file_uri(r, b"/".join(src)),
             files=rep.files,
             directories=rep.directories,
-            skipped=[Skipped(path=display(p), reason=why) for p, why in rep.skipped],
+            skipped=[
+                Skipped(path=display(p), reason=why, uri=file_uri(r, p)) for p, why in rep.skipped
+            ],
         )
 
     @audited("delete_path", "delete", "path")
@@ -193,5 +196,5 @@ class Writes(ServiceBase):
         removed = r.fs.remove(comps, recursive=recursive, skipped=kept)
         return DeleteResult(
             root=ref(r), path=display(comps), removed=removed,
-            skipped=[Skipped(path=display(p), reason=why) for p, why in kept],
+            skipped=[Skipped(path=display(p), reason=why, uri=file_uri(r, p)) for p, why in kept],
         )  # fmt: skip

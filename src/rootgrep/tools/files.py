@@ -16,17 +16,17 @@ from ..models import (
 )
 from ..window import DEFAULT_MAX_LINES
 from .common import CursorArg, DirArg, PathArg, RootArg
-from .spec import Args, Call, Out, ToolSpec, fit, plural, shown_name
+from .spec import Args, Call, Out, ToolSpec, cut_items, fit, plural, shown_name
 
 # ---- list_roots ------------------------------------------------------------------------------
 
 
 class ListRootsArgs(Args):
-    pass
+    cursor: CursorArg = None
 
 
 def run_list_roots(c: Call, a: ListRootsArgs) -> ListRootsResult:
-    return c.service.list_roots(c.roots)
+    return c.service.list_roots(c.roots, cursor=a.cursor)
 
 
 def answer_roots(r: ListRootsResult, out: Out) -> str:
@@ -40,11 +40,16 @@ def answer_roots(r: ListRootsResult, out: Out) -> str:
     total = len(r.roots)
 
     def footer(k: int) -> str:
-        left = f"; {total - k} more roots left out to fit the answer" if k < total else ""
+        left = (
+            f"; {total - k} more roots left out to fit the answer; continue with "
+            f"cursor={r.resume_at(k)}"
+            if k < total
+            else ""
+        )
         return f"({mode}{left})"
 
     k, body = fit(pieces, out.budget, footer)
-    r.roots = r.roots[:k]
+    cut_items(r, "roots", k)
     return body
 
 

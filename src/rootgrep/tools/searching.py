@@ -307,7 +307,17 @@ def answer_reindex(r: ReindexResult, out: Out) -> str:
         f"updated, {x.removed} removed"
         for x in r.roots
     ]
-    k, body = fit(pieces, out.budget, lambda k: "" if k == len(pieces) else "(cut to fit)")
+    total = len(pieces)
+
+    def footer(k: int) -> str:
+        return (
+            f"({total - k} more roots re-indexed, left out to fit the answer; list_roots shows "
+            "every root's index state)"
+            if k < total
+            else ""
+        )
+
+    k, body = fit(pieces, out.budget, footer)
     r.roots = r.roots[:k]
     return body or "(no roots)"
 

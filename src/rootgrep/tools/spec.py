@@ -74,14 +74,19 @@ class Out:
         """A path to show for an item: passed back as any tool's ``path`` (without ``root``)
         it names the same file. Root-relative with one root, absolute with several; the
         item's URI when the name would not survive as text (undecodable bytes, a backslash,
-        a control character, or a name that reads as a URI)."""
+        a control character, or a name that reads as a URI); ``./`` before a name that would
+        read as a line of the answer's own format."""
         if self.several_roots:
             try:
                 shown = parse_file_uri(uri).decode("utf-8")
             except (UnicodeDecodeError, ValueError, Exception):
                 return uri
             return shown if _faithful(shown) else uri
-        return rel if _faithful(rel) and not _URI_LIKE.match(rel) else uri
+        if not _faithful(rel) or _URI_LIKE.match(rel):
+            return uri
+        # a name that reads as a line of an answer (a match `7:x`, a context line `7-x`, the
+        # separator `--`, a note `(…)`) is shown as ./name: still a path, never such a line
+        return "./" + rel if _POSES.match(rel) else rel
 
 
 def shown_name(name: str) -> str:
@@ -94,6 +99,7 @@ def shown_name(name: str) -> str:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _UNFAITHFUL = re.compile(r"[\\\x00-\x1f\x7f\u2028\u2029\x85]|^\s|\s$")
 _URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+_POSES = re.compile(r"^(?:\d+[:-]|--(?:/|$)|\()")
 
 
 def _faithful(shown: str) -> bool:
@@ -215,4 +221,8 @@ def _nested_fields(model: type[BaseModel]) -> set[str]:
 def _reason(e: Any) -> str:
     msg = str(e.get("msg", "is not valid"))
     msg = msg.removeprefix("Value error, ").removeprefix("Input should be ")
+    msg = _SUBJECT.sub("", msg)  # ("List should have at least 1 item": the argument is named)
     return "should be " + msg if not msg.startswith(("should", "is", "must")) else msg
+
+
+_SUBJECT = re.compile(r"^(?:Input|List|String|Tuple|Set|Dictionary|Object|Value) (?=should )")

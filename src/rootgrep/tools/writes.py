@@ -229,7 +229,7 @@ def run_copy(c: Call, a: CopyArgs) -> CopyResult:
 
 
 def _skipped(head: str, skipped: list[Skipped], out: Out) -> tuple[str, int]:
-    pieces = [head] + [f"skipped {s.path}: {s.reason}" for s in skipped]
+    pieces = [head] + [f"skipped {_shown(out, s.path, s.uri)}: {s.reason}" for s in skipped]
     total = len(pieces)
 
     def footer(k: int) -> str:
@@ -239,10 +239,16 @@ def _skipped(head: str, skipped: list[Skipped], out: Out) -> tuple[str, int]:
     return body, max(0, k - 1)
 
 
+def _shown(out: Out, path: str, uri: str | None) -> str:
+    """A path that still exists after the write (a copy's source, a skipped entry), shown
+    so that it round-trips (Out.path)."""
+    return out.path(path, uri) if uri is not None else path
+
+
 def answer_copy(r: CopyResult, out: Out) -> str:
     head = (
-        f"copied {r.source} -> {out.path(r.destination, r.uri)}: {plural(r.files, 'file')}, "
-        f"{plural(r.directories, 'directory', 'directories')}"
+        f"copied {_shown(out, r.source, r.source_uri)} -> {out.path(r.destination, r.uri)}: "
+        f"{plural(r.files, 'file')}, {plural(r.directories, 'directory', 'directories')}"
     )
     body, k = _skipped(head, r.skipped, out)
     r.skipped = r.skipped[:k]
@@ -277,8 +283,14 @@ def run_delete(c: Call, a: DeleteArgs) -> DeleteResult:
 
 def answer_delete(r: DeleteResult, out: Out) -> str:
     head = f"deleted {r.path} ({plural(r.removed, 'entry', 'entries')})"
-    pieces = [head] + [f"left {k.path}: {k.reason}" for k in r.skipped]
-    k, body = fit(pieces, out.budget, lambda k: "" if k == len(pieces) else "(more left out)")
+    pieces = [head] + [f"left {_shown(out, k.path, k.uri)}: {k.reason}" for k in r.skipped]
+    total = len(pieces)
+
+    def footer(k: int) -> str:
+        more = plural(total - k, "more directory", "more directories")
+        return f"({more} left in place, left out to fit the answer)" if k < total else ""
+
+    k, body = fit(pieces, out.budget, footer)
     r.skipped = r.skipped[: max(0, k - 1)]
     return body
 
