@@ -258,7 +258,15 @@ class RootgrepServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context | None = None
     ) -> Any:
         """The SDK's call, with argument errors answered as one ``[invalid_argument]`` line
-        naming the argument (SPEC §8), never the validation dump."""
+        naming the argument (SPEC §8), never the validation dump. A string holding a lone
+        surrogate (no UTF-8 text: only an in-process client can send one) is refused the same
+        way before anything reads it."""
+        bad = _not_text(arguments)
+        if bad is not None:
+            return _error(
+                f"[invalid_argument] {name[:100]}: `{bad}` is not valid text (it holds a lone "
+                "surrogate); send it as UTF-8 text"
+            )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
@@ -469,6 +477,35 @@ def _still_inside(roots: list[Root]) -> list[Root]:
 
 
 LISTENER_KEY = "rootgrep.build_listener"
+
+
+MAX_ARGUMENT_DEPTH = 8  # how deep _not_text looks into nested arguments (edit_file's edits)
+
+
+def _not_text(value: Any, where: str = "", depth: int = 0) -> str | None:
+    """The first argument (by its place, e.g. ``edits[0].old_text``) whose text is not valid
+    UTF-8, or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "arguments"
+        return None
+    if depth > MAX_ARGUMENT_DEPTH:
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = k if isinstance(k, str) else str(k)
+            found = _not_text(key, f"{where}.{key}" if where else key, depth + 1)
+            found = found or _not_text(v, f"{where}.{key}" if where else key, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _not_text(v, f"{where}[{i}]", depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _session_listener(session: Any) -> Callable[[str], None] | None:

@@ -553,3 +553,23 @@ async def test_write_answers_show_paths_that_round_trip(
             got = await c.call_tool("read_file", {"path": shown})
             assert not got.is_error, (tool, t, text(got))
             assert got.structured_content["uri"] == uri(b / name), t
+
+
+async def test_a_lone_surrogate_in_an_argument_is_invalid_argument(
+    make_server, tmp_path: Path
+) -> None:
+    """Only an in-process client can send a string that is not UTF-8 text; it is refused by
+    name, never a crash ("failed unexpectedly")."""
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "a.txt").write_text("x\n")
+    async with connect(make_server([tmp_path / "p"], allow_write=True), "legacy") as c:
+        for tool, args, name in [
+            ("grep", {"pattern": "a\ud800"}, "pattern"),
+            ("write_file", {"path": "b.txt", "content": "\udfff"}, "content"),
+            ("edit_file", {"path": "a.txt", "edits": [{"old_text": "x", "new_text": "\ud800"}]},
+             "edits[0].new_text"),
+        ]:  # fmt: skip
+            r = await c.call_tool(tool, args)
+            assert code(r) == "invalid_argument", text(r)
+            assert f"`{name}`" in text(r) and "unexpectedly" not in text(r)
+    assert not (tmp_path / "p" / "b.txt").exists()

@@ -441,3 +441,19 @@ async def test_calls_during_a_build_add_at_most_one_listener(tmp_path: Path, mod
         manager._builds.release()
         manager.close()
         root.close()
+
+
+async def test_one_match_with_wide_lines_and_much_context_stays_within_the_budget(
+    make_server, tmp_path: Path
+) -> None:
+    """context=10 with max_line_chars=5000 on long lines made one item of about 105k
+    characters (five times the budget); the width now shrinks so one match fits in half."""
+    p = tmp_path / "p"
+    p.mkdir()
+    long = "x" * 9000
+    (p / "a.txt").write_text("".join(f"{long} {i}\n" for i in range(30)) + f"needle {long}\n"
+                             + "".join(f"{long} {i}\n" for i in range(30)))  # fmt: skip
+    async with connect(make_server([p]), "legacy") as c:
+        r = await c.call_tool("grep", {"pattern": "needle", "context": 10, "max_line_chars": 5000})
+    assert not r.is_error and len(text(r)) <= 20_000, len(text(r))
+    assert r.structured_content["matches"][0]["line_truncated"] is True

@@ -75,7 +75,14 @@ class GrepArgs(Args):
 
 
 def run_grep(c: Call, a: GrepArgs) -> GrepResult:
-    return c.service.grep(c.roots, c.token, **a.model_dump())
+    args = a.model_dump()
+    # one match (its line and context) stays within half the answer budget, so a wide
+    # max_line_chars with much context cannot make a single item pass it many times over
+    shown = 1 + (a.context if a.before is None else a.before)
+    shown += a.context if a.after is None else a.after
+    half = c.service.settings.max_answer_chars // (2 * shown)
+    args["max_line_chars"] = min(a.max_line_chars, max(20, half))
+    return c.service.grep(c.roots, c.token, **args)
 
 
 def answer_grep(r: GrepResult, out: Out) -> str:
