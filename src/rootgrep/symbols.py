@@ -1,0 +1,839 @@
+"""Code symbols: the definitions in one file's bytes, found with tree-sitter (SPEC §9).
+
+This module owns the answer to "what does this file define, and where": `language_of` maps a
+path to a language by its extension, `extract` parses the bytes and walks the syntax tree for
+definitions (`Symbol`), and `outline` nests them into a tree. It reads no files and knows
+nothing of indexes or tools: the index and the tools hand it bytes they read beneath a root.
+
+What counts as a definition is written per language below (`_Walk` and its `_LANGUAGES`
+tables): a walk of the tree that descends only into nodes that can hold definitions
+(module, class and namespace bodies, function bodies for nested definitions, preprocessor
+and `export` wrappers, error-recovery nodes), so the work stays close to the parse itself. A
+declaration without a body (a C prototype, a trait or interface method signature, an
+abstract method) is not a definition. A decorated Python definition is reported at its `def`
+or `class` line.
+
+Caps (each keeps one file from costing more than a bounded amount):
+- `MAX_PARSE_BYTES` (2 MiB): a larger file is not parsed (`extract` returns []).
+- `MAX_AVERAGE_LINE` (10,000 characters): a file whose lines average longer is taken for
+  minified or generated and not parsed ([]).
+- `PARSE_TIMEOUT_SECONDS` (2 s): tree-sitter 0.26 has no timeout setting, so the parse runs
+  with a progress callback that halts it past the deadline; a halted parse gives [].
+- `MAX_SYMBOLS` (5,000): at most this many symbols per file, the first in source order.
+- `MAX_DEPTH` (64): definitions nested deeper (counting wrappers such as `if` blocks) are
+  not looked for, so a pathological nesting cannot exhaust the stack.
+- `MAX_SIGNATURE` (200 characters): a signature (the definition's first line, trimmed) and a
+  name are cut to this length.
+
+Names and signatures are decoded as UTF-8 with invalid bytes replaced (U+FFFD). Parsers
+are not thread-safe: each thread keeps its own, one per language (`threading.local`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import tree_sitter
+
+__all__ = [
+    "KINDS",
+    "MAX_AVERAGE_LINE",
+    "MAX_DEPTH",
+    "MAX_PARSE_BYTES",
+    "MAX_SIGNATURE",
+    "MAX_SYMBOLS",
+    "PARSE_TIMEOUT_SECONDS",
+    "OutlineNode",
+    "Symbol",
+    "extract",
+    "language_of",
+    "outline",
+]
+
+MAX_PARSE_BYTES = 2 * 1024 * 1024
+MAX_AVERAGE_LINE = 10_000
+PARSE_TIMEOUT_SECONDS = 2.0
+MAX_SYMBOLS = 5_000
+MAX_DEPTH = 64
+MAX_SIGNATURE = 200
+
+KINDS = (
+    "class",
+    "function",
+    "method",
+    "struct",
+    "enum",
+    "interface",
+    "trait",
+    "type",
+    "constant",
+    "macro",
+    "module",
+    "variable",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """One definition: `line`/`end_line` are 1-based and inclusive; `container` is the name of
+    the enclosing definition (for a Go method its receiver type, for Rust an `impl`'s type, for
+    a C++ `A::f` defined out of line `A`)."""
+
+    name: str
+    kind: str
+    line: int
+    end_line: int
+    container: str | None
+    signature: str
+
+
+@dataclass(slots=True)
+class OutlineNode:
+    symbol: Symbol
+    children: list[OutlineNode] = field(default_factory=list)
+
+
+_EXTENSIONS: dict[bytes, str] = {
+    b".py": "python",
+    b".pyi": "python",
+    b".js": "javascript",
+    b".mjs": "javascript",
+    b".cjs": "javascript",
+    b".jsx": "javascript",
+    b".ts": "typescript",
+    b".mts": "typescript",
+    b".cts": "typescript",
+    b".tsx": "tsx",
+    b".go": "go",
+    b".rs": "rust",
+    b".c": "c",
+    b".h": "c",
+    b".cc": "cpp",
+    b".cpp": "cpp",
+    b".cxx": "cpp",
+    b".hpp": "cpp",
+    b".hh": "cpp",
+    b".hxx": "cpp",
+    b".h++": "cpp",
+    b".java": "java",
+}
+
+
+def language_of(path: bytes) -> str | None:
+    """The language of a file by its extension (case-insensitive), or None."""
+    base = path.rsplit(b"/", 1)[-1]
+    dot = base.rfind(b".")
+    if dot <= 0:  # no extension, or a dotfile such as `.py`
+        return None
+    return _EXTENSIONS.get(base[dot:].lower())
+
+
+def _grammar(language: str) -> object:
+    # imported on first use: a process that never meets a Go file never loads its grammar
+    if language == "python":
+        import tree_sitter_python as m
+
+        return m.language()
+    if language == "javascript":
+        import tree_sitter_javascript as m
+
+        return m.language()
+    if language in ("typescript", "tsx"):
+        import tree_sitter_typescript as m
+
+        return m.language_typescript() if language == "typescript" else m.language_tsx()
+    if language == "go":
+        import tree_sitter_go as m
+
+        return m.language()
+    if language == "rust":
+        import tree_sitter_rust as m
+
+        return m.language()
+    if language == "c":
+        import tree_sitter_c as m
+
+        return m.language()
+    if language == "cpp":
+        import tree_sitter_cpp as m
+
+        return m.language()
+    if language == "java":
+        import tree_sitter_java as m
+
+        return m.language()
+    raise KeyError(language)
+
+
+_languages: dict[str, tree_sitter.Language] = {}
+_languages_lock = threading.Lock()
+_local = threading.local()
+
+
+def _parser(language: str) -> tree_sitter.Parser:
+    parsers: dict[str, tree_sitter.Parser] | None = getattr(_local, "parsers", None)
+    if parsers is None:
+        parsers = _local.parsers = {}
+    parser = parsers.get(language)
+    if parser is None:
+        with _languages_lock:
+            lang = _languages.get(language)
+            if lang is None:
+                lang = _languages[language] = tree_sitter.Language(_grammar(language))
+        parser = parsers[language] = tree_sitter.Parser(lang)
+    return parser
+
+
+def _parse(language: str, data: bytes) -> tree_sitter.Tree | None:
+    parser = _parser(language)
+    view = memoryview(data)
+    deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
+
+    def read(offset: int, _point: object) -> memoryview:
+        return view[offset : offset + 65536]
+
+    def past_deadline(_offset: int, _has_error: bool) -> bool:
+        return time.monotonic() > deadline
+
+    try:
+        return parser.parse(read, progress_callback=past_deadline)
+    except ValueError:  # halted by the callback: the parser keeps the half-done state
+        parser.reset()
+        return None
+
+
+def extract(path: bytes, data: bytes) -> list[Symbol] | None:
+    """The definitions in `data` (the bytes of the file at `path`), in source order; None when
+    the path's language is not supported, [] when the file is over a cap (module docstring)."""
+    language = language_of(path)
+    if language is None:
+        return None
+    if not data or len(data) > MAX_PARSE_BYTES:
+        return []
+    if len(data) / (data.count(b"\n") + 1) > MAX_AVERAGE_LINE:
+        return []
+    tree = _parse(language, data)
+    if tree is None:
+        return []
+    walk = _Walk(data, _LANGUAGES[language])
+    with contextlib.suppress(_Full):
+        walk.children(tree.root_node, _Ctx(None, "module", 0))
+    walk.out.sort(key=lambda s: s.line)  # stable: a definition stays before what it holds
+    return walk.out
+
+
+def outline(symbols: Iterable[Symbol]) -> list[OutlineNode]:
+    """Nest symbols (in source order) into a tree: a symbol is the child of the innermost
+    enclosing symbol (by line range) named by its `container`; failing that, of the innermost
+    enclosing one when it has a container (a C++ `A::f` inside a namespace); a symbol without
+    a container is at the top."""
+    top: list[OutlineNode] = []
+    stack: list[OutlineNode] = []
+    for symbol in symbols:
+        node = OutlineNode(symbol)
+        while stack and not (
+            stack[-1].symbol.line <= symbol.line and symbol.end_line <= stack[-1].symbol.end_line
+        ):
+            stack.pop()
+        parent = None
+        if symbol.container is not None and stack:
+            parent = next(
+                (n for n in reversed(stack) if n.symbol.name == symbol.container), stack[-1]
+            )
+        (parent.children if parent is not None else top).append(node)
+        stack.append(node)
+    return top
+
+
+# --- the walk ------------------------------------------------------------------------------
+
+
+class _Full(Exception):
+    """MAX_SYMBOLS reached: the walk stops."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    container: str | None
+    scope: str  # "module", "class" (a class/struct/trait/impl body) or "function"
+    depth: int
+
+    def into(self, container: str | None, scope: str) -> _Ctx:
+        return _Ctx(container, scope, self.depth + 1)
+
+    def deeper(self) -> _Ctx:
+        return _Ctx(self.container, self.scope, self.depth + 1)
+
+
+_Handler = Callable[["_Walk", tree_sitter.Node, _Ctx], None]
+_UPPER = re.compile(r"_*[A-Z][A-Z0-9_]*\Z")
+
+
+class _Walk:
+    __slots__ = ("data", "handlers", "out")
+
+    def __init__(self, data: bytes, handlers: dict[str, _Handler]) -> None:
+        self.data = data
+        self.handlers = handlers
+        self.out: list[Symbol] = []
+
+    def children(self, node: tree_sitter.Node, ctx: _Ctx) -> None:
+        if ctx.depth > MAX_DEPTH:
+            return
+        handlers = self.handlers
+        for child in node.named_children:
+            handler = handlers.get(child.type)
+            if handler is not None:
+                handler(self, child, ctx)
+
+    def body(self, node: tree_sitter.Node, ctx: _Ctx, name: str = "body") -> None:
+        body = node.child_by_field_name(name)
+        if body is not None:
+            self.children(body, ctx)
+
+    def text(self, node: tree_sitter.Node) -> str:
+        raw = self.data[node.start_byte : min(node.end_byte, node.start_byte + 4 * MAX_SIGNATURE)]
+        return raw.decode("utf-8", "replace")[:MAX_SIGNATURE]
+
+    def emit(self, name: str, kind: str, node: tree_sitter.Node, container: str | None) -> None:
+        if len(self.out) >= MAX_SYMBOLS:
+            raise _Full
+        data = self.data
+        # the whole first line (`export function f() {`), within a bounded look either side
+        start = node.start_byte
+        line_start = data.rfind(b"\n", max(0, start - 4 * MAX_SIGNATURE), start) + 1
+        if line_start == 0 and start > 4 * MAX_SIGNATURE:
+            line_start = start
+        stop = data.find(b"\n", start, start + 4 * MAX_SIGNATURE)
+        if stop < 0:
+            stop = min(max(node.end_byte, start + 1), start + 4 * MAX_SIGNATURE)
+        start = line_start
+        signature = data[start:stop].decode("utf-8", "replace").strip()[:MAX_SIGNATURE]
+        first = node.start_point.row
+        end = node.end_point
+        # a node ending at a line's start (a `#define` holds its newline) ends on the line before
+        last = end.row - 1 if end.column == 0 and end.row > first else end.row
+        self.out.append(
+            Symbol(
+                name=name[:MAX_SIGNATURE],
+                kind=kind,
+                line=first + 1,
+                end_line=last + 1,
+                container=container,
+                signature=signature,
+            )
+        )
+
+    def named(self, node: tree_sitter.Node, field_name: str = "name") -> str | None:
+        n = node.child_by_field_name(field_name)
+        return None if n is None else self.text(n)
+
+
+def _transparent(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    w.children(node, ctx.deeper())
+
+
+def _constant_or_variable(name: str) -> str:
+    return "constant" if _UPPER.match(name) else "variable"
+
+
+# --- Python ---
+
+
+def _py_class(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None:
+        return
+    w.emit(name, "class", node, ctx.container)
+    w.body(node, ctx.into(name, "class"))
+
+
+def _py_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None:
+        return
+    w.emit(name, "method" if ctx.scope == "class" else "function", node, ctx.container)
+    w.body(node, ctx.into(name, "function"))
+
+
+def _py_decorated(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    definition = node.child_by_field_name("definition")
+    if definition is not None:
+        handler = w.handlers.get(definition.type)
+        if handler is not None:
+            handler(w, definition, ctx)
+
+
+def _py_expression_statement(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    if ctx.scope != "module":
+        return
+    for child in node.named_children:
+        if child.type == "assignment":
+            _py_assignment(w, child, ctx)
+
+
+def _py_assignment(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    left = node.child_by_field_name("left")
+    if left is None:
+        return
+    targets = [left] if left.type == "identifier" else []
+    if left.type in ("pattern_list", "tuple_pattern"):
+        targets = [c for c in left.named_children if c.type == "identifier"]
+    for target in targets:
+        name = w.text(target)
+        w.emit(name, _constant_or_variable(name), node, ctx.container)
+    right = node.child_by_field_name("right")
+    if right is not None and right.type == "assignment":  # a = b = 1
+        _py_assignment(w, right, ctx)
+
+
+_PYTHON: dict[str, _Handler] = {
+    "class_definition": _py_class,
+    "function_definition": _py_function,
+    "decorated_definition": _py_decorated,
+    "expression_statement": _py_expression_statement,
+    **dict.fromkeys(
+        (
+            "if_statement",
+            "elif_clause",
+            "else_clause",
+            "try_statement",
+            "except_clause",
+            "finally_clause",
+            "with_statement",
+            "block",
+            "ERROR",
+        ),
+        _transparent,
+    ),
+}
+
+# --- JavaScript / TypeScript ---
+
+_JS_FUNCTION_VALUES = frozenset(
+    ("arrow_function", "function_expression", "function", "generator_function")
+)
+
+
+def _js_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None or node.child_by_field_name("body") is None:
+        return
+    w.emit(name, "function", node, ctx.container)
+    w.body(node, ctx.into(name, "function"))
+
+
+def _js_class(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None:
+        return
+    w.emit(name, "class", node, ctx.container)
+    w.body(node, ctx.into(name, "class"))
+
+
+def _js_method(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None or node.child_by_field_name("body") is None:
+        return
+    w.emit(name, "method", node, ctx.container)
+    w.body(node, ctx.into(name, "function"))
+
+
+def _js_simple(kind: str) -> _Handler:
+    def handler(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+        name = w.named(node)
+        if name is not None:
+            w.emit(name, kind, node, ctx.container)
+
+    return handler
+
+
+def _js_namespace(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None:
+        return
+    w.emit(name, "module", node, ctx.container)
+    w.body(node, ctx.into(name, "module"))
+
+
+def _js_export(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    declaration = node.child_by_field_name("declaration")
+    if declaration is None:
+        w.children(node, ctx.deeper())  # `export default class X {}`
+    elif declaration.type in ("lexical_declaration", "variable_declaration"):
+        _js_variables(w, declaration, ctx, exported=True)
+    else:
+        handler = w.handlers.get(declaration.type)
+        if handler is not None:
+            handler(w, declaration, ctx)
+
+
+def _js_declaration(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    _js_variables(w, node, ctx, exported=False)
+
+
+def _js_variables(w: _Walk, node: tree_sitter.Node, ctx: _Ctx, *, exported: bool) -> None:
+    if ctx.scope != "module":
+        return
+    is_const = node.child(0) is not None and node.child(0).type == "const"
+    for declarator in node.named_children:
+        if declarator.type != "variable_declarator":
+            continue
+        target = declarator.child_by_field_name("name")
+        if target is None or target.type != "identifier":
+            continue
+        name = w.text(target)
+        value = declarator.child_by_field_name("value")
+        if value is not None and value.type in _JS_FUNCTION_VALUES:
+            w.emit(name, "function", declarator, ctx.container)
+            body = value.child_by_field_name("body")
+            if body is not None and body.type == "statement_block":
+                w.children(body, ctx.into(name, "function"))
+        elif is_const and _UPPER.match(name):
+            w.emit(name, "constant", declarator, ctx.container)
+        elif exported:
+            w.emit(name, "variable", declarator, ctx.container)
+
+
+_JAVASCRIPT: dict[str, _Handler] = {
+    "function_declaration": _js_function,
+    "generator_function_declaration": _js_function,
+    "class_declaration": _js_class,
+    "abstract_class_declaration": _js_class,
+    "method_definition": _js_method,
+    "lexical_declaration": _js_declaration,
+    "variable_declaration": _js_declaration,
+    "export_statement": _js_export,
+    "interface_declaration": _js_simple("interface"),
+    "type_alias_declaration": _js_simple("type"),
+    "enum_declaration": _js_simple("enum"),
+    "internal_module": _js_namespace,
+    "module": _js_namespace,
+    **dict.fromkeys(
+        ("class_body", "statement_block", "expression_statement", "ambient_declaration", "ERROR"),
+        _transparent,
+    ),
+}
+
+# --- Go ---
+
+
+def _go_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is not None and node.child_by_field_name("body") is not None:
+        w.emit(name, "function", node, ctx.container)
+
+
+def _go_receiver_type(w: _Walk, node: tree_sitter.Node) -> str | None:
+    stack = [node]
+    while stack:  # the first type name in the receiver: `(p *Point)`, `(s Stack[T])`
+        n = stack.pop()
+        if n.type == "type_identifier":
+            return w.text(n)
+        stack.extend(reversed(n.named_children))
+    return None
+
+
+def _go_method(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None or node.child_by_field_name("body") is None:
+        return
+    receiver = node.child_by_field_name("receiver")
+    container = None if receiver is None else _go_receiver_type(w, receiver)
+    w.emit(name, "method", node, container)
+
+
+def _go_type_spec(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None:
+        return
+    value = node.child_by_field_name("type")
+    kind = "type"
+    if node.type == "type_spec" and value is not None:
+        kind = {"struct_type": "struct", "interface_type": "interface"}.get(value.type, "type")
+    w.emit(name, kind, node, ctx.container)
+
+
+def _go_spec(kind: str) -> _Handler:
+    def handler(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+        for target in node.children_by_field_name("name"):
+            w.emit(w.text(target), kind, node, ctx.container)
+
+    return handler
+
+
+_GO: dict[str, _Handler] = {
+    "function_declaration": _go_function,
+    "method_declaration": _go_method,
+    "type_spec": _go_type_spec,
+    "type_alias": _go_type_spec,
+    "const_spec": _go_spec("constant"),
+    "var_spec": _go_spec("variable"),
+    **dict.fromkeys(
+        ("type_declaration", "const_declaration", "var_declaration", "var_spec_list", "ERROR"),
+        _transparent,
+    ),
+}
+
+# --- Rust ---
+
+
+def _rs_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None or node.child_by_field_name("body") is None:
+        return
+    w.emit(name, "method" if ctx.scope == "class" else "function", node, ctx.container)
+    w.body(node, ctx.into(name, "function"))
+
+
+def _rs_item(kind: str, *, scope: str | None = None) -> _Handler:
+    def handler(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+        name = w.named(node)
+        if name is None:
+            return
+        w.emit(name, kind, node, ctx.container)
+        if scope is not None:
+            w.body(node, ctx.into(name, scope))
+
+    return handler
+
+
+def _rs_type_name(w: _Walk, node: tree_sitter.Node) -> str:
+    while node.type in ("generic_type", "reference_type", "pointer_type", "scoped_type_identifier"):
+        field_name = "name" if node.type == "scoped_type_identifier" else "type"
+        inner = node.child_by_field_name(field_name)
+        if inner is None:
+            break
+        node = inner
+    return w.text(node)
+
+
+def _rs_impl(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    target = node.child_by_field_name("type")
+    name = None if target is None else _rs_type_name(w, target)
+    w.body(node, ctx.into(name, "class"))
+
+
+_RUST: dict[str, _Handler] = {
+    "function_item": _rs_function,
+    "struct_item": _rs_item("struct"),
+    "union_item": _rs_item("struct"),
+    "enum_item": _rs_item("enum"),
+    "trait_item": _rs_item("trait", scope="class"),
+    "type_item": _rs_item("type"),
+    "const_item": _rs_item("constant"),
+    "static_item": _rs_item("constant"),
+    "macro_definition": _rs_item("macro"),
+    "mod_item": _rs_item("module", scope="module"),
+    "impl_item": _rs_impl,
+    **dict.fromkeys(("declaration_list", "block", "ERROR"), _transparent),
+}
+
+# --- C / C++ ---
+
+_C_DECLARATOR_NAMES = frozenset(
+    (
+        "identifier",
+        "field_identifier",
+        "qualified_identifier",
+        "destructor_name",
+        "operator_name",
+        "template_function",
+        "type_identifier",
+        "primitive_type",
+    )
+)
+
+
+def _c_declarator_name(node: tree_sitter.Node | None) -> tree_sitter.Node | None:
+    """The name inside a (pointer, function, array, reference, parenthesized…) declarator."""
+    while node is not None and node.type not in _C_DECLARATOR_NAMES:
+        inner = node.child_by_field_name("declarator")
+        if inner is None:  # reference_declarator, parenthesized_declarator: no field
+            inner = next((c for c in node.named_children if c.type != "type_qualifier"), None)
+        node = inner
+    return node
+
+
+def _c_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    if node.child_by_field_name("body") is None:
+        return
+    name_node = _c_declarator_name(node.child_by_field_name("declarator"))
+    if name_node is None:
+        return
+    if name_node.type == "qualified_identifier":  # `A::f` (or `ns::A::f`) defined out of line
+        scope = None
+        while name_node is not None and name_node.type == "qualified_identifier":
+            scope_node = name_node.child_by_field_name("scope")
+            scope = None if scope_node is None else w.text(scope_node)
+            name_node = name_node.child_by_field_name("name")
+        if name_node is None:
+            return
+        w.emit(w.text(name_node), "method", node, scope)
+        return
+    w.emit(w.text(name_node), "method" if ctx.scope == "class" else "function", node, ctx.container)
+
+
+_C_SPECIFIER_KINDS = {
+    "struct_specifier": "struct",
+    "union_specifier": "struct",
+    "enum_specifier": "enum",
+    "class_specifier": "class",
+}
+
+
+def _c_specifier(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    """A struct/union/enum/class with a body (one without is only a reference to it)."""
+    name = w.named(node)
+    body = node.child_by_field_name("body")
+    if body is None:
+        return
+    if name is not None:
+        w.emit(name, _C_SPECIFIER_KINDS[node.type], node, ctx.container)
+    if node.type != "enum_specifier":
+        w.children(body, ctx.into(name, "class") if name is not None else ctx.deeper())
+
+
+def _c_declaration(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    """`struct s {…} v;` or a field whose type is a nested struct: the type part defines."""
+    type_node = node.child_by_field_name("type")
+    if type_node is not None and type_node.type in _C_SPECIFIER_KINDS:
+        _c_specifier(w, type_node, ctx)
+
+
+def _c_typedef(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    _c_declaration(w, node, ctx)
+    for declarator in node.children_by_field_name("declarator"):
+        name = _c_declarator_name(declarator)
+        if name is not None:
+            w.emit(w.text(name), "type", node, ctx.container)
+
+
+def _c_macro(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is not None:
+        w.emit(name, "macro", node, ctx.container)
+
+
+def _cpp_namespace(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is None:  # an anonymous namespace only wraps
+        w.body(node, ctx.deeper())
+        return
+    w.emit(name, "module", node, ctx.container)
+    w.body(node, ctx.into(name, "module"))
+
+
+def _cpp_alias(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is not None:
+        w.emit(name, "type", node, ctx.container)
+
+
+_C: dict[str, _Handler] = {
+    "function_definition": _c_function,
+    **dict.fromkeys(_C_SPECIFIER_KINDS, _c_specifier),
+    "declaration": _c_declaration,
+    "field_declaration": _c_declaration,
+    "type_definition": _c_typedef,
+    "preproc_def": _c_macro,
+    "preproc_function_def": _c_macro,
+    **dict.fromkeys(
+        (
+            "preproc_if",
+            "preproc_ifdef",
+            "preproc_else",
+            "preproc_elif",
+            "preproc_elifdef",
+            "ERROR",
+        ),
+        _transparent,
+    ),
+}
+
+_CPP: dict[str, _Handler] = {
+    **_C,
+    "namespace_definition": _cpp_namespace,
+    "alias_declaration": _cpp_alias,
+    **dict.fromkeys(
+        ("template_declaration", "linkage_specification", "declaration_list"), _transparent
+    ),
+}
+
+# --- Java ---
+
+
+def _java_type(kind: str) -> _Handler:
+    def handler(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+        name = w.named(node)
+        if name is None:
+            return
+        w.emit(name, kind, node, ctx.container)
+        w.body(node, ctx.into(name, "class"))
+
+    return handler
+
+
+def _java_method(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    name = w.named(node)
+    if name is not None and node.child_by_field_name("body") is not None:
+        w.emit(name, "method", node, ctx.container)
+
+
+def _java_modifiers(w: _Walk, node: tree_sitter.Node) -> set[str]:
+    for child in node.named_children:
+        if child.type == "modifiers":
+            return set(w.text(child).split())
+    return set()
+
+
+def _java_constants(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    # a field is a constant when static final; in an interface every field is
+    if node.type == "field_declaration" and not {"static", "final"} <= _java_modifiers(w, node):
+        return
+    for declarator in node.children_by_field_name("declarator"):
+        name = w.named(declarator)
+        if name is not None:
+            w.emit(name, "constant", declarator, ctx.container)
+
+
+_JAVA: dict[str, _Handler] = {
+    "class_declaration": _java_type("class"),
+    "record_declaration": _java_type("class"),
+    "interface_declaration": _java_type("interface"),
+    "annotation_type_declaration": _java_type("interface"),
+    "enum_declaration": _java_type("enum"),
+    "method_declaration": _java_method,
+    "constructor_declaration": _java_method,
+    "compact_constructor_declaration": _java_method,
+    "field_declaration": _java_constants,
+    "constant_declaration": _java_constants,
+    **dict.fromkeys(
+        (
+            "class_body",
+            "interface_body",
+            "enum_body",
+            "enum_body_declarations",
+            "annotation_type_body",
+            "ERROR",
+        ),
+        _transparent,
+    ),
+}
+
+_LANGUAGES: dict[str, dict[str, _Handler]] = {
+    "python": _PYTHON,
+    "javascript": _JAVASCRIPT,
+    "typescript": _JAVASCRIPT,
+    "tsx": _JAVASCRIPT,
+    "go": _GO,
+    "rust": _RUST,
+    "c": _C,
+    "cpp": _CPP,
+    "java": _JAVA,
+}

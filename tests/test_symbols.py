@@ -1,0 +1,799 @@
+"""The symbol extractor (SPEC §9): every definition kind per language, outlines, the caps,
+broken input and threads. Sources are written here; expectations are exact."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from rootgrep import symbols
+from rootgrep.symbols import Symbol, extract, language_of, outline
+
+CASES = [
+    pytest.param(
+        "a.py",
+        """\
+# Doc.
+import os
+
+MAX_SIZE = 10
+default_name = "x"
+A, B = 1, 2
+
+
+@decorator
+class Outer(Base):
+    attr = 1
+
+    def method(self, x):
+        return x
+
+    @property
+    def prop(self):
+        return 1
+
+    class Inner:
+        def deep(self):
+            pass
+
+
+def helper(a, b=2):
+    def nested():
+        pass
+    return nested
+
+
+async def fetch():
+    pass
+
+
+if True:
+    CONDITIONAL = 3
+x: int = 5
+""",
+        [
+            ("MAX_SIZE", "constant", 4, 4, None),
+            ("default_name", "variable", 5, 5, None),
+            ("A", "constant", 6, 6, None),
+            ("B", "constant", 6, 6, None),
+            ("Outer", "class", 10, 22, None),
+            ("method", "method", 13, 14, "Outer"),
+            ("prop", "method", 17, 18, "Outer"),
+            ("Inner", "class", 20, 22, "Outer"),
+            ("deep", "method", 21, 22, "Inner"),
+            ("helper", "function", 25, 28, None),
+            ("nested", "function", 26, 27, "helper"),
+            ("fetch", "function", 31, 32, None),
+            ("CONDITIONAL", "constant", 36, 36, None),
+            ("x", "variable", 37, 37, None),
+        ],
+        id="python",
+    ),
+    pytest.param(
+        "a.js",
+        """\
+import x from "y";
+
+export const API_URL = "http://x";
+const arrow = (a) => a + 1;
+let fnExpr = function () {};
+var counter = 0;
+
+export function exported(a) {
+  return a;
+}
+
+function plain() {}
+
+class Animal extends Base {
+  constructor(name) {
+    this.name = name;
+  }
+  speak() {
+    return 1;
+  }
+  static create() {}
+}
+
+export default class Dog {}
+
+export const config = { a: 1 };
+""",
+        [
+            ("API_URL", "constant", 3, 3, None),
+            ("arrow", "function", 4, 4, None),
+            ("fnExpr", "function", 5, 5, None),
+            ("exported", "function", 8, 10, None),
+            ("plain", "function", 12, 12, None),
+            ("Animal", "class", 14, 22, None),
+            ("constructor", "method", 15, 17, "Animal"),
+            ("speak", "method", 18, 20, "Animal"),
+            ("create", "method", 21, 21, "Animal"),
+            ("Dog", "class", 24, 24, None),
+            ("config", "variable", 26, 26, None),
+        ],
+        id="javascript",
+    ),
+    pytest.param(
+        "a.ts",
+        """\
+export interface Shape {
+  area(): number;
+}
+
+type Id = string | number;
+
+enum Color {
+  Red,
+  Green,
+}
+
+export class Circle implements Shape {
+  private r: number;
+  constructor(r: number) {
+    this.r = r;
+  }
+  area(): number {
+    return 3.14 * this.r * this.r;
+  }
+}
+
+export const MAX: number = 10;
+const make = (r: number): Circle => new Circle(r);
+
+function total(xs: Shape[]): number {
+  return 0;
+}
+
+abstract class Base {
+  abstract run(): void;
+}
+namespace NS {
+  export function inner() {}
+}
+""",
+        [
+            ("Shape", "interface", 1, 3, None),
+            ("Id", "type", 5, 5, None),
+            ("Color", "enum", 7, 10, None),
+            ("Circle", "class", 12, 20, None),
+            ("constructor", "method", 14, 16, "Circle"),
+            ("area", "method", 17, 19, "Circle"),
+            ("MAX", "constant", 22, 22, None),
+            ("make", "function", 23, 23, None),
+            ("total", "function", 25, 27, None),
+            ("Base", "class", 29, 31, None),
+            ("NS", "module", 32, 34, None),
+            ("inner", "function", 33, 33, "NS"),
+        ],
+        id="typescript",
+    ),
+    pytest.param(
+        "a.tsx",
+        """\
+interface Props {
+  name: string;
+}
+
+export function Hello(props: Props) {
+  return <div>{props.name}</div>;
+}
+
+const Button = () => <button />;
+""",
+        [
+            ("Props", "interface", 1, 3, None),
+            ("Hello", "function", 5, 7, None),
+            ("Button", "function", 9, 9, None),
+        ],
+        id="tsx",
+    ),
+    pytest.param(
+        "a.go",
+        """\
+package main
+
+import "fmt"
+
+const Pi = 3.14
+
+const (
+	A = iota
+	B
+)
+
+var Global = 1
+
+type Point struct {
+	X, Y int
+}
+
+type Shape interface {
+	Area() float64
+}
+
+type ID string
+
+type (
+	Alias = int
+	Pair  struct{ a, b int }
+)
+
+func (p *Point) Move(dx int) {
+	p.X += dx
+}
+
+func (p Point) Area() float64 {
+	return 0
+}
+
+func main() {
+	fmt.Println(Pi)
+}
+
+func Generic[T any](x T) T {
+	return x
+}
+""",
+        [
+            ("Pi", "constant", 5, 5, None),
+            ("A", "constant", 8, 8, None),
+            ("B", "constant", 9, 9, None),
+            ("Global", "variable", 12, 12, None),
+            ("Point", "struct", 14, 16, None),
+            ("Shape", "interface", 18, 20, None),
+            ("ID", "type", 22, 22, None),
+            ("Alias", "type", 25, 25, None),
+            ("Pair", "struct", 26, 26, None),
+            ("Move", "method", 29, 31, "Point"),
+            ("Area", "method", 33, 35, "Point"),
+            ("main", "function", 37, 39, None),
+            ("Generic", "function", 41, 43, None),
+        ],
+        id="go",
+    ),
+    pytest.param(
+        "a.rs",
+        """\
+use std::fmt;
+
+pub const MAX: usize = 10;
+static mut COUNTER: u32 = 0;
+
+pub struct Point {
+    x: i32,
+    y: i32,
+}
+
+enum Shape {
+    Circle(f64),
+    Square(f64),
+}
+
+pub trait Area {
+    fn area(&self) -> f64;
+    fn describe(&self) -> String {
+        String::new()
+    }
+}
+
+type Meters = f64;
+
+impl Point {
+    pub fn new(x: i32, y: i32) -> Self {
+        Point { x, y }
+    }
+}
+
+impl Area for Shape {
+    fn area(&self) -> f64 {
+        0.0
+    }
+}
+
+impl<T> fmt::Display for Wrapper<T> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        Ok(())
+    }
+}
+
+macro_rules! square {
+    ($x:expr) => {
+        $x * $x
+    };
+}
+
+mod inner {
+    pub fn helper() {}
+}
+
+mod external;
+
+fn main() {
+    println!("{}", square!(2));
+}
+
+union IntOrFloat {
+    i: u32,
+    f: f32,
+}
+""",
+        [
+            ("MAX", "constant", 3, 3, None),
+            ("COUNTER", "constant", 4, 4, None),
+            ("Point", "struct", 6, 9, None),
+            ("Shape", "enum", 11, 14, None),
+            ("Area", "trait", 16, 21, None),
+            ("describe", "method", 18, 20, "Area"),
+            ("Meters", "type", 23, 23, None),
+            ("new", "method", 26, 28, "Point"),
+            ("area", "method", 32, 34, "Shape"),
+            ("fmt", "method", 38, 40, "Wrapper"),
+            ("square", "macro", 43, 47, None),
+            ("inner", "module", 49, 51, None),
+            ("helper", "function", 50, 50, "inner"),
+            ("external", "module", 53, 53, None),
+            ("main", "function", 55, 57, None),
+            ("IntOrFloat", "struct", 59, 62, None),
+        ],
+        id="rust",
+    ),
+    pytest.param(
+        "a.c",
+        """\
+#include <stdio.h>
+
+#define MAX 10
+#define SQUARE(x) ((x) * (x))
+
+struct point {
+    int x;
+    int y;
+};
+
+union value {
+    int i;
+    float f;
+};
+
+enum color { RED, GREEN };
+
+typedef struct point point_t;
+
+typedef struct {
+    int a;
+} anon_t;
+
+int prototype(int a);
+
+struct point;
+
+static int add(int a, int b)
+{
+    return a + b;
+}
+
+char *name_of(struct point *p) {
+    return "p";
+}
+
+int main(void) {
+    return 0;
+}
+""",
+        [
+            ("MAX", "macro", 3, 3, None),
+            ("SQUARE", "macro", 4, 4, None),
+            ("point", "struct", 6, 9, None),
+            ("value", "struct", 11, 14, None),
+            ("color", "enum", 16, 16, None),
+            ("point_t", "type", 18, 18, None),
+            ("anon_t", "type", 20, 22, None),
+            ("add", "function", 28, 31, None),
+            ("name_of", "function", 33, 35, None),
+            ("main", "function", 37, 39, None),
+        ],
+        id="c",
+    ),
+    pytest.param(
+        "a.cpp",
+        """\
+#include <vector>
+
+#define VERSION 2
+
+namespace geo {
+
+class Shape {
+public:
+    virtual double area() const = 0;
+    void describe() {}
+};
+
+struct Point {
+    int x;
+    int distance() const { return 0; }
+};
+
+double Shape::scale(double f) {
+    return f;
+}
+
+}  // namespace geo
+
+template <typename T>
+T maximum(T a, T b) {
+    return a > b ? a : b;
+}
+
+enum class Mode { On, Off };
+
+typedef int Int;
+using Real = double;
+
+int free_function() {
+    return 1;
+}
+
+void geo::Point::move(int dx) {}
+""",
+        [
+            ("VERSION", "macro", 3, 3, None),
+            ("geo", "module", 5, 22, None),
+            ("Shape", "class", 7, 11, "geo"),
+            ("describe", "method", 10, 10, "Shape"),
+            ("Point", "struct", 13, 16, "geo"),
+            ("distance", "method", 15, 15, "Point"),
+            ("scale", "method", 18, 20, "Shape"),
+            ("maximum", "function", 25, 27, None),
+            ("Mode", "enum", 29, 29, None),
+            ("Int", "type", 31, 31, None),
+            ("Real", "type", 32, 32, None),
+            ("free_function", "function", 34, 36, None),
+            ("move", "method", 38, 38, "Point"),
+        ],
+        id="cpp",
+    ),
+    pytest.param(
+        "b.cpp",
+        """\
+class Outer {
+  class Inner { void f() {} };
+  struct S { int a; } s;
+  enum E { X };
+  template <typename T> void g(T t) {}
+  Outer() {}
+  ~Outer() {}
+  bool operator==(const Outer& o) const { return true; }
+};
+namespace { int anon() { return 0; } }
+extern "C" { int cfunc() { return 1; } }
+struct point { int x; } origin;
+#ifdef X
+int in_ifdef() { return 0; }
+#endif
+Outer::Outer(int x) : a(x) {}
+int& ref_fn() { static int x; return x; }
+""",
+        [
+            ("Outer", "class", 1, 9, None),
+            ("Inner", "class", 2, 2, "Outer"),
+            ("f", "method", 2, 2, "Inner"),
+            ("S", "struct", 3, 3, "Outer"),
+            ("E", "enum", 4, 4, "Outer"),
+            ("g", "method", 5, 5, "Outer"),
+            ("Outer", "method", 6, 6, "Outer"),
+            ("~Outer", "method", 7, 7, "Outer"),
+            ("operator==", "method", 8, 8, "Outer"),
+            ("anon", "function", 10, 10, None),
+            ("cfunc", "function", 11, 11, None),
+            ("point", "struct", 12, 12, None),
+            ("in_ifdef", "function", 14, 14, None),
+            ("Outer", "method", 16, 16, "Outer"),
+            ("ref_fn", "function", 17, 17, None),
+        ],
+        id="cpp_more",
+    ),
+    pytest.param(
+        "A.java",
+        """\
+package demo;
+
+import java.util.List;
+
+public class Shop {
+    public static final int MAX_ITEMS = 10;
+    private int count;
+
+    public Shop(int count) {
+        this.count = count;
+    }
+
+    public int total() {
+        return count;
+    }
+
+    static class Item {
+        void use() {}
+    }
+}
+
+interface Payable {
+    void pay();
+}
+
+enum Currency {
+    EUR, USD;
+    String symbol() { return ""; }
+}
+
+record Pair(int a, int b) {}
+
+@interface Marker {
+    int LIMIT = 5;
+}
+""",
+        [
+            ("Shop", "class", 5, 20, None),
+            ("MAX_ITEMS", "constant", 6, 6, "Shop"),
+            ("Shop", "method", 9, 11, "Shop"),
+            ("total", "method", 13, 15, "Shop"),
+            ("Item", "class", 17, 19, "Shop"),
+            ("use", "method", 18, 18, "Item"),
+            ("Payable", "interface", 22, 24, None),
+            ("Currency", "enum", 26, 29, None),
+            ("symbol", "method", 28, 28, "Currency"),
+            ("Pair", "class", 31, 31, None),
+            ("Marker", "interface", 33, 35, None),
+            ("LIMIT", "constant", 34, 34, "Marker"),
+        ],
+        id="java",
+    ),
+]
+
+
+def _rows(found: list[Symbol] | None) -> list[tuple[str, str, int, int, str | None]]:
+    assert found is not None
+    return [(s.name, s.kind, s.line, s.end_line, s.container) for s in found]
+
+
+@pytest.mark.parametrize(("path", "source", "expected"), CASES)
+def test_every_definition_kind_is_found_with_its_lines_and_container(path, source, expected):
+    assert _rows(extract(path.encode(), source.encode())) == expected
+
+
+def test_each_language_case_covers_its_kinds():
+    kinds = {
+        case.id: {row[1] for row in case.values[2]}  # type: ignore[attr-defined]
+        for case in CASES
+    }
+    assert kinds["python"] == {"class", "function", "method", "constant", "variable"}
+    assert kinds["javascript"] == {"class", "function", "method", "constant", "variable"}
+    assert {
+        "interface",
+        "type",
+        "enum",
+        "class",
+        "method",
+        "function",
+        "constant",
+        "module",
+    } <= kinds["typescript"]
+    assert kinds["go"] == {
+        "constant",
+        "variable",
+        "struct",
+        "interface",
+        "type",
+        "method",
+        "function",
+    }
+    assert kinds["rust"] == {
+        "constant",
+        "struct",
+        "enum",
+        "trait",
+        "method",
+        "type",
+        "macro",
+        "module",
+        "function",
+    }
+    assert kinds["c"] == {"macro", "struct", "enum", "type", "function"}
+    assert {"macro", "module", "class", "struct", "method", "function", "enum", "type"} <= kinds[
+        "cpp"
+    ]
+    assert kinds["java"] == {"class", "constant", "method", "interface", "enum"}
+    assert set().union(*kinds.values()) == set(symbols.KINDS)
+
+
+def _find(path: str, source: str, name: str) -> Symbol:
+    found = extract(path.encode(), source.encode())
+    assert found is not None
+    return next(s for s in found if s.name == name)
+
+
+def _case(case_id: str) -> tuple[str, str]:
+    case = next(c for c in CASES if c.id == case_id)
+    return case.values[0], case.values[1]  # type: ignore[attr-defined]
+
+
+def test_signatures_are_the_whole_first_line_trimmed():
+    assert _find(*_case("python"), "Outer").signature == "class Outer(Base):"  # not the decorator
+    assert _find(*_case("python"), "fetch").signature == "async def fetch():"
+    assert _find(*_case("javascript"), "exported").signature == "export function exported(a) {"
+    assert _find(*_case("go"), "Move").signature == "func (p *Point) Move(dx int) {"
+    assert _find(*_case("rust"), "new").signature == "pub fn new(x: i32, y: i32) -> Self {"
+    assert _find(*_case("c"), "SQUARE").signature == "#define SQUARE(x) ((x) * (x))"
+    assert _find(*_case("cpp"), "scale").signature == "double Shape::scale(double f) {"
+    assert _find(*_case("java"), "MAX_ITEMS").signature == "public static final int MAX_ITEMS = 10;"
+
+
+def test_a_signature_is_cut_at_200_characters():
+    source = "def f(" + ", ".join(f"a{i}" for i in range(100)) + "):\n    pass\n"
+    (found,) = extract(b"long.py", source.encode())
+    assert len(found.signature) == 200
+    assert source.startswith(found.signature)
+
+
+def test_bodiless_declarations_are_not_definitions():
+    c = "int prototype(int a);\nstruct fwd;\nextern int counter;\n"
+    assert extract(b"p.h", c.encode()) == []
+    rust = "trait T {\n    fn only_sig(&self);\n}\n"
+    assert _rows(extract(b"t.rs", rust.encode())) == [("T", "trait", 1, 3, None)]
+    ts = "abstract class A {\n  abstract run(): void;\n}\nfunction over(a: string): void;\n"
+    assert _rows(extract(b"a.ts", ts.encode())) == [("A", "class", 1, 3, None)]
+    java = "interface I {\n    void pay();\n}\n"
+    assert _rows(extract(b"I.java", java.encode())) == [("I", "interface", 1, 3, None)]
+
+
+def test_language_of_maps_extensions():
+    assert language_of(b"src/a.py") == "python"
+    assert language_of(b"a.pyi") == "python"
+    assert language_of(b"x/y.MJS") == "javascript"
+    assert language_of(b"a.cts") == "typescript"
+    assert language_of(b"a.tsx") == "tsx"
+    assert language_of(b"a.h") == "c"
+    assert language_of(b"a.h++") == "cpp"
+    assert language_of(b"a.hh") == "cpp"
+    assert language_of(b"Main.java") == "java"
+    assert language_of(b"a.txt") is None
+    assert language_of(b"Makefile") is None
+    assert language_of(b".py") is None
+    assert extract(b"README.md", b"# title\n") is None
+
+
+def _shape(nodes: list[symbols.OutlineNode]) -> list[tuple[str, list]]:
+    return [(n.symbol.name, _shape(n.children)) for n in nodes]
+
+
+def test_outline_nests_methods_under_their_class_and_nested_classes():
+    tree = outline(extract(*[x.encode() for x in _case("python")]) or [])
+    assert _shape(tree) == [
+        ("MAX_SIZE", []),
+        ("default_name", []),
+        ("A", []),
+        ("B", []),
+        ("Outer", [("method", []), ("prop", []), ("Inner", [("deep", [])])]),
+        ("helper", [("nested", [])]),
+        ("fetch", []),
+        ("CONDITIONAL", []),
+        ("x", []),
+    ]
+
+
+def test_outline_follows_containers_in_cpp_and_keeps_siblings_with_one_range_apart():
+    tree = outline(extract(*[x.encode() for x in _case("cpp")]) or [])
+    geo = _shape(tree)[1]
+    # `Shape::scale` is defined out of line inside the namespace: under the namespace
+    assert geo == (
+        "geo",
+        [("Shape", [("describe", [])]), ("Point", [("distance", [])]), ("scale", [])],
+    )
+    c = "typedef struct tag {\n    int a;\n} tag_t;\n"
+    assert _shape(outline(extract(b"t.c", c.encode()) or [])) == [("tag", []), ("tag_t", [])]
+
+
+def test_a_file_over_the_size_cap_is_not_parsed(monkeypatch):
+    source = b"def f():\n    pass\n" * 10
+    assert len(extract(b"a.py", source) or []) == 10
+    monkeypatch.setattr(symbols, "MAX_PARSE_BYTES", len(source) - 1)
+    assert extract(b"a.py", source) == []
+    big = b"x = 1\n" * (2 * 1024 * 1024 // 6 + 1)
+    monkeypatch.undo()
+    assert len(big) > symbols.MAX_PARSE_BYTES
+    assert extract(b"big.py", big) == []
+
+
+def test_a_minified_file_is_not_parsed():
+    one_line = b"function f0(){return 0}"
+    line = b";".join(b"function f%d(){return %d}" % (i, i) for i in range(2000))
+    assert len(line) > symbols.MAX_AVERAGE_LINE
+    assert extract(b"app.min.js", line + b"\n") == []
+    assert _rows(extract(b"app.js", one_line + b"\n")) == [("f0", "function", 1, 1, None)]
+
+
+def test_a_parse_past_its_deadline_gives_nothing_and_the_parser_recovers(monkeypatch):
+    source = b"def f():\n    pass\n" * 5000
+    monkeypatch.setattr(symbols, "PARSE_TIMEOUT_SECONDS", -1.0)
+    assert extract(b"slow.py", source) == []
+    monkeypatch.undo()
+    # the halted parse left no state behind in this thread's parser
+    assert _rows(extract(b"ok.py", b"def g():\n    pass\n")) == [("g", "function", 1, 2, None)]
+
+
+def test_symbols_per_file_are_capped(monkeypatch):
+    monkeypatch.setattr(symbols, "MAX_SYMBOLS", 7)
+    found = extract(b"many.py", b"".join(b"def f%d(): pass\n" % i for i in range(20)))
+    assert [s.name for s in found or []] == [f"f{i}" for i in range(7)]
+
+
+def test_deep_nesting_is_bounded():
+    depth = 300
+    source = (
+        "".join("    " * i + f"def f{i}():\n" for i in range(depth)) + "    " * depth + "pass\n"
+    )
+    found = extract(b"deep.py", source.encode()) or []
+    assert 0 < len(found) <= symbols.MAX_DEPTH + 1
+    assert [s.name for s in found] == [f"f{i}" for i in range(len(found))]
+
+
+def test_a_syntax_error_still_yields_what_parses():
+    source = "def good():\n    return 1\n\ndef broken(:\n    pass\n\nclass Still:\n    def works(self):\n        return 2\n"
+    rows = _rows(extract(b"err.py", source.encode()))
+    assert ("good", "function", 1, 2, None) in rows
+    assert ("Still", "class", 7, 9, None) in rows
+    assert ("works", "method", 8, 9, "Still") in rows
+    c = "int ok(void) { return 0; }\n@@@ garbage (\nint also(void) { return 1; }\n"
+    names = [s.name for s in extract(b"e.c", c.encode()) or []]
+    assert names[0] == "ok"
+    assert "also" in names
+
+
+def test_bytes_that_are_not_utf8_are_replaced_not_fatal():
+    source = b"X\xff = 1\ndef caf\xe9():\n    pass\n\nclass Ok:\n    pass\n"
+    found = extract(b"latin1.py", source) or []
+    assert ("Ok", "class", 5, 6, None) in _rows(found)
+    for s in found:
+        s.name.encode("utf-8")  # always valid text
+        s.signature.encode("utf-8")
+    assert any("\ufffd" in s.signature for s in found)
+
+
+def test_an_empty_file_has_no_symbols():
+    assert extract(b"empty.py", b"") == []
+    assert extract(b"empty.rs", b"\n\n") == []
+    assert outline([]) == []
+
+
+def test_four_threads_at_once_give_the_same_answers():
+    inputs = [(c.values[0].encode(), c.values[1].encode()) for c in CASES]  # type: ignore[attr-defined]
+    big = (
+        b"x.py",
+        b"".join(b"class C%d:\n    def m(self):\n        pass\n" % i for i in range(300)),
+    )
+    inputs.append(big)
+    expected = [extract(p, d) for p, d in inputs]
+    results: list[list] = [[] for _ in range(4)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def work(slot: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            for _ in range(15):
+                results[slot].append([extract(p, d) for p, d in inputs])
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    for slot in results:
+        assert len(slot) == 15
+        for answer in slot:
+            assert answer == expected
