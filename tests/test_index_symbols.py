@@ -225,6 +225,9 @@ def test_a_natural_language_query_drops_stop_words_and_does_not_need_every_word(
     got = ranked(tmp_path, files, "how are gzip files decompressed")
     assert got[0] == "gzip.py" and set(got) == {"gzip.py", "other.py"}
     assert ranked(tmp_path / "2", files, "where is decompress defined") == ["gzip.py"]
+    # two words: the file holding both first, then those holding one (no AND)
+    both = {"a.py": "gzip\n", "b.py": "gzip decompression\n", "c.py": "nothing\n"}
+    assert ranked(tmp_path / "3", both, "gzip decompression") == ["b.py", "a.py"]
 
 
 def test_minus_word_excludes_whole_words_only(tmp_path: Path) -> None:

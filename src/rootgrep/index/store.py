@@ -755,8 +755,8 @@ class RootIndex:
 
     def _search_query(self, p: ParsedSearch, words: list[tuple[str, str]]) -> Query:
         """The files that answer ``p`` (its filters), scored by BM25 over content and file
-        name: the tie-breaker of ``rank``. Words are each required, or (natural-language
-        queries) at least one of them."""
+        name: the tie-breaker of ``rank``. A single word is required; of several words, at
+        least one."""
         must: list[tuple[Occur, Query]] = []
         any_word: list[tuple[Occur, Query]] = []
         for tok, _ in words:
@@ -800,8 +800,8 @@ class RootIndex:
         ``WORD_SIGNAL`` when its content holds it as a whole word (constants: no IDF); a
         test, vendored, generated or minified file (``low``) has its signals and tie-breaker
         multiplied by ``LOW_FACTOR``; BM25, squashed into [0, 1), breaks ties. Above all
-        of it counts how many of the query's words a file holds (natural-language queries,
-        where not every word is required)."""
+        of it counts how many of the query's words a file holds (of several words not every
+        one is required)."""
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
@@ -934,7 +934,8 @@ class RootIndex:
 
 @dataclass
 class ParsedSearch:
-    """``search`` syntax: words are ANDed, ``"phrases"``, ``-word`` excludes, ``path:GLOB`` and
+    """``search`` syntax: words (stop words dropped; of several, files holding more rank
+    first), ``"phrases"``, ``-word`` excludes, ``path:GLOB`` and
     ``ext:py`` filter (``-ext:md`` excludes)."""
 
     words: list[str] = field(default_factory=list)
@@ -943,7 +944,7 @@ class ParsedSearch:
     exts: list[str] = field(default_factory=list)
     not_exts: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
-    natural: bool = False  # stop words were dropped: words are not all required
+    natural: bool = False  # several words: not each required (files holding more rank first)
 
     def tokens(self) -> list[tuple[str, str]]:
         """The query's words as index tokens, each once: (lowercased, as typed)."""
@@ -969,14 +970,14 @@ def parse_search(query: str) -> ParsedSearch:
             out.exclude.append(body)
         else:
             out.words.append(body)
-    # a natural-language query ("where is X defined"): its stop words are dropped and its
-    # other words are no longer each required (files holding more of them rank higher); a
-    # query of stop words only keeps them
+    # stop words are dropped ("where is X defined" asks for X; a query of stop words only
+    # keeps them), and of several words none is required on its own: a file needs one of
+    # them, and ``rank`` puts the files holding more of them first (those holding them all
+    # lead, as an AND would give them; "gzip decompression" still finds gzip.py after them)
     kept = [w for w in out.words if w.lower() not in STOP_WORDS]
-    if kept and len(kept) < len(out.words):
-        out.words, out.natural = kept, True
-    elif len(out.words) >= 4:
-        out.natural = True  # (a sentence without stop words: still not all required)
+    if kept:
+        out.words = kept
+    out.natural = len(out.words) >= 2
     return out
 
 
