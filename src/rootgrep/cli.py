@@ -405,7 +405,10 @@ def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
 def _index_parser(verb: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"rootgrep {verb}", description=VERBS[verb])
     if verb == "search":
-        p.add_argument("query", help='words (ANDed), "phrases", -word, path:GLOB, ext:py')
+        p.add_argument(
+            "query",
+            help='words (files holding more of them first), "phrases", -word, path:GLOB, ext:py',
+        )
     if verb != "status":
         p.add_argument("dirs", nargs="*" if verb == "search" else "+", metavar="DIR")
     if verb == "index":

@@ -39,15 +39,15 @@ from tantivy import (
     Occur,
     Query,
     SchemaBuilder,
-    SnippetGenerator,
     TextAnalyzerBuilder,
     Tokenizer,
 )
 
-from .. import confine
+from .. import confine, symbols
 from ..confine import Beneath, display
 from ..errors import RootgrepError
-from ..grep import DEFAULT_MAX_FILE_SIZE, text_of
+from ..grep import DEFAULT_MAX_FILE_SIZE, cut_around, text_of
+from ..symbols import Symbol
 from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
 from . import cache as cache_mod
 from .cache import CachedIndex, CacheDir, IndexFolder
@@ -55,7 +55,8 @@ from .plan import Q
 
 log = logging.getLogger("rootgrep.index")
 
-SCHEMA_VERSION = 4  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory
+SCHEMA_VERSION = 5  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
+# 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag
 STATE_FILE = "state.bin"
 _STATE_MAGIC = b"rootgrep-state-1\n"
 _STATE_HEAD = struct.Struct("<dI")  # synced_at (NaN: never), number of entries
@@ -70,6 +71,39 @@ _CODE = (
     .filter(Filter.remove_long(64))
     .build()
 )
+_CODE_CASE = (  # query words as ``sym`` terms (case kept)
+    TextAnalyzerBuilder(Tokenizer.regex(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"))
+    .filter(Filter.remove_long(64))
+    .build()
+)
+_NAMES = TextAnalyzerBuilder(Tokenizer.raw()).filter(Filter.lowercase()).build()  # ``defs``
+MAX_SYMBOL_DOCS = 2_000  # find_symbols reads at most this many files' stored symbols
+# a test, vendored, generated or minified file counts less in ``search`` (the ``low`` flag)
+_LOW_PATH = re.compile(
+    r"(^|/)(tests?|testing|__tests__|idle_test|vendor|vendored|third_party|node_modules)/"
+    r"|(^|/)(test_[^/]*|conftest)\.py$|_test\.(py|go)$|\.(test|spec)\.[jt]sx?$"
+    r"|\.min\.(js|css)$|_pb2\.py$|\.pb\.go$",
+    re.IGNORECASE,
+)
+_GENERATED = re.compile(
+    rb"@generated|Code generated .* DO NOT EDIT|DO NOT EDIT|auto-?generated", re.I
+)
+# per query word (see ``rank``): a definition of that name (any case), of that very name, of
+# that very name and not a variable or constant; the file name holds it; the content does
+DEF_SIGNAL, CASE_SIGNAL, MAIN_SIGNAL, NAME_SIGNAL, WORD_SIGNAL = 8.0, 2.0, 2.0, 4.0, 2.0
+_MINOR_KINDS = frozenset({"variable", "constant"})
+LOW_FACTOR = 0.5  # what a low file's signals and BM25 count for
+MAX_SNIPPETS = 6  # lines per search hit
+SNIPPET_LINE_CHARS = 300  # a longer snippet line is a window around its match (SPEC §8)
+# natural-language queries: these words are dropped (SPEC §9); see ``ParsedSearch.natural``
+_STOP = (
+    "a about an and any are as at be been by can defined define defines definition "
+    "declared declaration do does done find for from get gets happen happens handle "
+    "handled here how i implemented implementation in into is it its located location me "
+    "of on or show shows that the their them there this to use used uses using via was "
+    "what when where which who whom why will with work works"
+)
+STOP_WORDS = frozenset(_STOP.split())
 
 
 def default_cache_dir() -> str:
@@ -132,6 +166,11 @@ def _schema():  # type: ignore[no-untyped-def]
     sb.add_text_field("ext", tokenizer_name="raw")
     sb.add_text_field("content", stored=True, tokenizer_name="code")
     sb.add_text_field("tri", tokenizer_name="tri", index_option="basic")
+    sb.add_text_field("sym", tokenizer_name="raw", index_option="basic")  # names, exact
+    sb.add_text_field("defs", tokenizer_name="names", index_option="basic")  # lowercased
+    sb.add_text_field("main", tokenizer_name="raw", index_option="basic")  # not variables
+    sb.add_bytes_field("symbols", stored=True)  # compact JSON: [[name, kind, line, ...]]
+    sb.add_unsigned_field("low", fast=True)  # 1: test, vendored, generated or minified
     sb.add_unsigned_field("size", stored=True, fast=True)
     sb.add_unsigned_field("mtime", stored=True, fast=True)
     return sb.build()
@@ -279,6 +318,7 @@ class RootIndex:
         self.index.config_reader(reload_policy="Manual")
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
+        self.index.register_tokenizer("names", _NAMES)
         self._load_state()
         self._state_stamp = self._stamp()
         bound = self._bound_identity()
@@ -686,7 +726,16 @@ class RootIndex:
         shown = display(rel)
         name = shown.rsplit("/", 1)[-1]
         ext = name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
-        doc = Document(path=shown, name=name, ext=ext, content=text, tri=text)
+        syms = symbols.extract(rel, data)  # (same pass: the bytes just read)
+        names = list({s.name: None for s in syms or ()})
+        fields: dict[str, Any] = {"sym": names, "defs": names} if names else {}
+        main = list({s.name: None for s in syms or () if s.kind not in _MINOR_KINDS})
+        if main:
+            fields["main"] = main
+        doc = Document(path=shown, name=name, ext=ext, content=text, tri=text, **fields)
+        if syms is not None:
+            doc.add_bytes("symbols", _encode_symbols(syms))
+        doc.add_unsigned("low", int(is_low(rel, data)))
         doc.add_unsigned("fid", fid)
         doc.add_unsigned("size", st.st_size)
         doc.add_unsigned("mtime", int(st.st_mtime))
@@ -704,22 +753,32 @@ class RootIndex:
         occur = Occur.Must if q.op == "and" else Occur.Should
         return Query.boolean_query([(occur, self.tantivy_query(a)) for a in q.args])
 
-    def _search_query(self, p: ParsedSearch) -> Query:
+    def _search_query(self, p: ParsedSearch, words: list[tuple[str, str]]) -> Query:
+        """The files that answer ``p`` (its filters), scored by BM25 over content and file
+        name: the tie-breaker of ``rank``. A single word is required; of several words, at
+        least one."""
         must: list[tuple[Occur, Query]] = []
-        for w in p.words:
-            for tok in _CODE.analyze(w):
-                must.append((Occur.Must, Query.boolean_query([
-                    (Occur.Should, Query.term_query(self.schema, "content", tok)),
-                    (Occur.Should, Query.boost_query(
-                        Query.term_query(self.schema, "name", tok), 4.0)),
-                ])))  # fmt: skip
+        any_word: list[tuple[Occur, Query]] = []
+        for tok, _ in words:
+            one = Query.boolean_query([
+                (Occur.Should, Query.term_query(self.schema, "content", tok)),
+                (Occur.Should, Query.boost_query(
+                    Query.term_query(self.schema, "name", tok), 4.0)),
+                (Occur.Should, Query.const_score_query(
+                    Query.term_query(self.schema, "defs", tok), 0.0)),
+            ])  # fmt: skip
+            (any_word if p.natural else must).append(
+                (Occur.Should if p.natural else Occur.Must, one)
+            )
+        if any_word:
+            must.append((Occur.Must, Query.boolean_query(any_word)))
         for phrase in p.phrases:
             toks = _CODE.analyze(phrase)
             if len(toks) == 1:
                 must.append((Occur.Must, Query.term_query(self.schema, "content", toks[0])))
             elif toks:
                 must.append((Occur.Must, Query.phrase_query(self.schema, "content", toks)))
-        for w in p.exclude:
+        for w in p.exclude:  # whole words: a token of the code tokenizer ("test" ≠ "testing")
             for tok in _CODE.analyze(w):
                 must.append((Occur.MustNot, Query.term_query(self.schema, "content", tok)))
         if p.exts:
@@ -734,22 +793,116 @@ class RootIndex:
     def rank(self, p: ParsedSearch) -> Ranking:
         """Every file that answers a search, with its score: cheap (no stored documents are
         read); ``Ranking.snippets_of`` makes the snippets of the few that are shown, from the
-        files as they are now."""
+        files as they are now.
+
+        The score, in the manner of zoekt's: per query word a file earns ``DEF_SIGNAL`` when
+        it defines a symbol of that name, ``NAME_SIGNAL`` when its file name holds the word,
+        ``WORD_SIGNAL`` when its content holds it as a whole word (constants: no IDF); a
+        test, vendored, generated or minified file (``low``) has its signals and tie-breaker
+        multiplied by ``LOW_FACTOR``; BM25, squashed into [0, 1), breaks ties. Above all
+        of it counts how many of the query's words a file holds (of several words not every
+        one is required)."""
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
-        q = self._search_query(p)
+        words = p.tokens()
+        q = self._search_query(p, words)
         n = searcher.num_docs
         if n == 0:
-            return Ranking(self, searcher, q, [])
+            return Ranking(self, searcher, q, [], words)
         hits = searcher.search(q, limit=n, count=False).hits
-        fids = searcher.fast_field_values("fid", [addr for _, addr in hits])
-        ranked = [
-            (float(score), paths[f], addr)
-            for (score, addr), f in zip(hits, fids, strict=True)
-            if f in paths
-        ]
-        return Ranking(self, searcher, q, ranked)
+        if not hits:
+            return Ranking(self, searcher, q, [], words)
+        addrs = [addr for _, addr in hits]
+        fids = searcher.fast_field_values("fid", addrs)
+        lows = searcher.fast_field_values("low", addrs)
+        keys = [(a.segment_ord, a.doc) for a in addrs]
+        signal = [0.0] * len(hits)
+        cover = [0] * len(hits)
+        where = {k: i for i, k in enumerate(keys)}
+        for tok, case in words:
+            held = [False] * len(hits)
+            signals = (
+                ("defs", tok, DEF_SIGNAL),
+                ("sym", case, CASE_SIGNAL),
+                ("main", case, MAIN_SIGNAL),
+                ("name", tok, NAME_SIGNAL),
+                ("content", tok, WORD_SIGNAL),
+            )
+            for fld, term, weight in signals:
+                tq = Query.term_query(self.schema, fld, term)
+                for _, a in searcher.search(tq, limit=n, count=False).hits:
+                    i = where.get((a.segment_ord, a.doc))
+                    if i is not None:
+                        signal[i] += weight
+                        held[i] = True
+            for i, h in enumerate(held):
+                cover[i] += h
+        top = (DEF_SIGNAL + CASE_SIGNAL + MAIN_SIGNAL + NAME_SIGNAL + WORD_SIGNAL + 1) * max(
+            len(words), 1
+        )
+        ranked = []
+        for i, ((bm25, addr), f, low) in enumerate(zip(hits, fids, lows, strict=True)):
+            if f not in paths:
+                continue
+            tie = float(bm25) / (float(bm25) + 10.0)
+            score = cover[i] * top + (LOW_FACTOR if low else 1.0) * (signal[i] + tie)
+            ranked.append((score, paths[f], addr))
+        return Ranking(self, searcher, q, ranked, words)
+
+    # -- symbols -----------------------------------------------------------------------------
+
+    def symbols_of(self, rel: bytes) -> list[Symbol] | None:
+        """The stored symbols of one indexed file ([] for a language without symbols); None
+        when the index does not hold the file."""
+        with self._lock:
+            searcher = self.index.searcher()
+            entry = self.entries.get(rel)
+        if entry is None or not entry.fid:
+            return None
+        hits = searcher.search(self._fid_query(entry.fid), limit=1, count=False).hits
+        if not hits:
+            return None
+        return _decode_symbols(searcher.doc(hits[0][1]).get_first("symbols"))
+
+    def find_symbols(
+        self, name: str, *, exact: bool = True, kind: str | None = None, limit: int = 50
+    ) -> list[tuple[bytes, Symbol]]:
+        """Definitions named ``name`` (``exact``: equal, case-sensitive; else a
+        case-insensitive substring of the name), as (root-relative path, symbol), ordered as
+        SPEC §9 says: names equal to ``name`` first (then equal but for case), files outside
+        tests before tests, then path order and line. The work is bounded: exact is one term
+        lookup in ``sym``; a substring is a regex query over the term dictionary of ``defs``
+        (every distinct lowercased name, once); at most ``MAX_SYMBOL_DOCS`` files' stored
+        symbols are read (the first in index order)."""
+        with self._lock:
+            searcher = self.index.searcher()
+            paths = self.paths
+        if not name or searcher.num_docs == 0:
+            return []
+        low = name.lower()
+        if exact:
+            q = Query.term_query(self.schema, "sym", name)
+        else:
+            q = Query.regex_query(self.schema, "defs", ".*" + _regex_literal(low) + ".*")
+        hits = searcher.search(q, limit=MAX_SYMBOL_DOCS, count=False).hits
+        addrs = [a for _, a in hits]
+        fids = searcher.fast_field_values("fid", addrs) if addrs else []
+        found: list[tuple[tuple[object, ...], bytes, Symbol]] = []
+        for a, f in zip(addrs, fids, strict=True):
+            rel = paths.get(f)
+            if rel is None:
+                continue
+            testy = bool(_LOW_PATH.search(display(rel)))
+            for sym in _decode_symbols(searcher.doc(a).get_first("symbols")) or ():
+                if (sym.name != name) if exact else (low not in sym.name.lower()):
+                    continue
+                if kind is not None and sym.kind != kind:
+                    continue
+                nearness = 0 if sym.name == name else 1 if sym.name.lower() == low else 2
+                found.append(((nearness, testy, order_key(rel), sym.line), rel, sym))
+        found.sort(key=lambda t: t[0])
+        return [(rel, sym) for _, rel, sym in found[: max(limit, 0)]]
 
     def _ordered(self, paths: dict[int, bytes]) -> tuple[dict[int, int], list[bytes]]:
         """For this generation of ``paths``: each file id's rank in walk order, and every
@@ -781,7 +934,8 @@ class RootIndex:
 
 @dataclass
 class ParsedSearch:
-    """``search`` syntax: words are ANDed, ``"phrases"``, ``-word`` excludes, ``path:GLOB`` and
+    """``search`` syntax: words (stop words dropped; of several, files holding more rank
+    first), ``"phrases"``, ``-word`` excludes, ``path:GLOB`` and
     ``ext:py`` filter (``-ext:md`` excludes)."""
 
     words: list[str] = field(default_factory=list)
@@ -790,6 +944,12 @@ class ParsedSearch:
     exts: list[str] = field(default_factory=list)
     not_exts: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    natural: bool = False  # several words: not each required (files holding more rank first)
+
+    def tokens(self) -> list[tuple[str, str]]:
+        """The query's words as index tokens, each once: (lowercased, as typed)."""
+        pairs = (zip(_CODE.analyze(w), _CODE_CASE.analyze(w), strict=False) for w in self.words)
+        return list({pair: None for each in pairs for pair in each})
 
 
 def parse_search(query: str) -> ParsedSearch:
@@ -810,6 +970,14 @@ def parse_search(query: str) -> ParsedSearch:
             out.exclude.append(body)
         else:
             out.words.append(body)
+    # stop words are dropped ("where is X defined" asks for X; a query of stop words only
+    # keeps them), and of several words none is required on its own: a file needs one of
+    # them, and ``rank`` puts the files holding more of them first (those holding them all
+    # lead, as an AND would give them; "gzip decompression" still finds gzip.py after them)
+    kept = [w for w in out.words if w.lower() not in STOP_WORDS]
+    if kept:
+        out.words = kept
+    out.natural = len(out.words) >= 2
     return out
 
 
@@ -821,29 +989,47 @@ class Ranking:
     searcher: Any
     query: Query
     hits: list[tuple[float, bytes, Any]]  # (score, root-relative path, doc address)
+    words: list[tuple[str, str]] = field(default_factory=list)  # the query's tokens
 
-    def snippets_of(self, data: bytes) -> list[tuple[int, str]]:
-        """Snippets from a file's bytes as read now (what a served search shows)."""
-        doc = Document(content=text_of(data).decode("utf-8", "replace"))
-        return _snippet_lines(self._generator(), doc)
-
-    def _generator(self) -> SnippetGenerator:
-        gen = SnippetGenerator.create(self.searcher, self.query, self.store.schema, "content")
-        gen.set_max_num_chars(240)
-        return gen
-
-
-def _snippet_lines(gen: SnippetGenerator, doc: Document) -> list[tuple[int, str]]:
-    """The snippet as (line number, text) pairs, numbered from the stored content."""
-    snip = gen.snippet_from_doc(doc)
-    frag = snip.fragment()
-    if not frag or not snip.highlighted():
-        return []
-    content = (doc.get_first("content") or "").encode()
-    lead = len(content) - len(content.lstrip())
-    start = snip.fragment_range().start + lead
-    first = content.count(b"\n", 0, start) + 1
-    return [(first + i, line.rstrip("\r")) for i, line in enumerate(frag.split("\n")) if line][:6]
+    def snippets_of(
+        self, data: bytes, path: bytes = b"", *, max_chars: int = SNIPPET_LINE_CHARS
+    ) -> list[tuple[int, str]]:
+        """Snippets from a file's bytes as read now (what a served search shows): the lines
+        where a word of the query is defined (the file parsed now), then other lines that
+        hold a word of the query as a whole word, in file order; at most ``MAX_SNIPPETS``
+        lines, each whole or, past ``max_chars`` characters, a window around its match with
+        ``…`` at each cut end."""
+        words = {low for low, _ in self.words}
+        if not words:
+            return []
+        data = text_of(data)
+        lines = data.split(b"\n")
+        pattern = re.compile(
+            rb"(?<![A-Za-z0-9_])(?:"
+            + b"|".join(re.escape(w.encode()) for w in sorted(words, key=len, reverse=True))
+            + rb")(?![A-Za-z0-9_])",
+            re.IGNORECASE,
+        )
+        chosen: list[int] = []
+        for sym in symbols.extract(path, data) or ():
+            ok = sym.name.lower() in words and 0 < sym.line <= len(lines)
+            if ok and sym.line not in chosen and pattern.search(lines[sym.line - 1]):
+                chosen.append(sym.line)
+            if len(chosen) >= MAX_SNIPPETS:
+                break
+        defs = len(chosen)
+        for i, line in enumerate(lines, 1):
+            if len(chosen) >= MAX_SNIPPETS:
+                break
+            if i not in chosen[:defs] and pattern.search(line):
+                chosen.append(i)
+        out = []
+        for i in chosen:
+            line = lines[i - 1].rstrip(b"\r")
+            m = pattern.search(line)
+            start, end = (m.start(), m.end()) if m else (0, 0)
+            out.append((i, cut_around(line, start, end, max_chars)[0]))
+        return out
 
 
 def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[bytes]:
@@ -917,6 +1103,36 @@ def decode_state(data: bytes) -> tuple[dict[bytes, Entry], float | None] | None:
     if at != len(data) or len(entries) != n:
         return None
     return entries, None if math.isnan(synced_at) else synced_at
+
+
+def is_low(rel: bytes, data: bytes) -> bool:
+    """Whether a file counts less in ``search``: a test, vendored or generated file (by its
+    path, or a generated marker in its first 1 KiB) or a minified one (lines averaging over
+    300 bytes in a file over 1 KiB)."""
+    if _LOW_PATH.search(display(rel)):
+        return True
+    if _GENERATED.search(data[:1024]):
+        return True
+    return len(data) > 1024 and len(data) / (data.count(b"\n") + 1) > 300
+
+
+def _encode_symbols(syms: list[Symbol]) -> bytes:
+    rows = [[s.name, s.kind, s.line, s.end_line, s.container, s.signature] for s in syms]
+    return json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _decode_symbols(raw: object) -> list[Symbol] | None:
+    if not isinstance(raw, bytes):
+        return []
+    try:
+        return [Symbol(*row) for row in json.loads(raw)]
+    except (ValueError, TypeError):
+        return []
+
+
+def _regex_literal(text: str) -> str:
+    """``text`` as a literal in tantivy's (Rust) regex syntax."""
+    return "".join("\\" + c if c in r"\.+*?()|[]{}^$#&-~" else c for c in text)
 
 
 def _b64(b: bytes) -> str:

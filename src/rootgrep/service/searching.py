@@ -335,9 +335,9 @@ class Searching(ServiceBase):
             data = self._current_text(r, rel)
             if data is None:
                 continue
-            snippets = [
-                Snippet(line=n, text=_cut_text(t, DEFAULT_MAX_LINE_CHARS))
-                for n, t in ranking.snippets_of(data)
+            snippets = [  # (whole lines, or a window around the match: SPEC §8)
+                Snippet(line=n, text=t)
+                for n, t in ranking.snippets_of(data, rel, max_chars=DEFAULT_MAX_LINE_CHARS)
             ]
             shown, uri = display(rel), file_uri(r, rel)
             hit = SearchHit(

@@ -178,7 +178,9 @@ class SearchArgs(Args):
     query: Annotated[
         str,
         Field(
-            description='words to rank files by (ANDed); "quoted phrases", -word excludes, '
+            description="words to rank files by (files holding more of them first; a file "
+            "defining one ranks above files using it; stop words dropped, so 'where is X "
+            'defined\' works); "quoted phrases", -word excludes whole words, '
             "path:GLOB and ext:py filter"
         ),
     ]
@@ -231,10 +233,12 @@ SEARCH = ToolSpec(
     name="search",
     title="Ranked search",
     description=(
-        "Files ranked by how well they match words (BM25, boosted for file names and "
-        "identifiers), each with its best lines. Use it for 'where is X handled', concepts, "
+        "Files ranked by how well they match words, each with its best lines (the "
+        "definition line first). Use it for 'where is X handled', concepts, "
         "or when you do not know the exact string; use grep for every exact occurrence. "
-        'Words are ANDed; "quoted phrases", -word excludes, path:GLOB and ext:py filter. '
+        "Files holding more of the words rank first, a file defining a name above files "
+        'using it, tests lower; "quoted phrases", -word excludes, path:GLOB and ext:py '
+        "filter. "
         "While an index is still being built the answer says so (grep works meanwhile)."
     ),
     args=SearchArgs,
