@@ -71,6 +71,12 @@ class GrepMatch(BaseModel):
     after: list[str] = Field(
         default_factory=list, exclude_if=_empty, description="context lines after (if any)"
     )
+    symbol: str | None = Field(
+        None,
+        exclude_if=_empty,
+        description="the innermost definition holding the line (Container.name), when the "
+        "index knows the file's definitions",
+    )
     line_truncated: bool = Field(
         False,
         exclude_if=_empty,

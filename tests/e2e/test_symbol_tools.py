@@ -211,3 +211,26 @@ def test_cli_symbols_and_outline(tmp_path: Path) -> None:
     f = root / "src" / "parser.py"
     assert ol.stdout.splitlines()[:3] == [f"{f}:3: constant LIMIT", f"{f}:6: class Parser",
                                           f"{f}:7:   method parse"]  # fmt: skip
+
+
+async def test_grep_matches_name_their_enclosing_definition(make_server, tmp_path: Path) -> None:
+    """With the index serving, each match carries the innermost definition holding it
+    (from the symbols stored at index time); a file changed since its commit has none
+    until its fold (its stored symbols may be stale)."""
+    root = tree(tmp_path)
+    server = make_server([root], index=True)
+    async with connect(server, "legacy") as c:
+        ix = server.service.indexes.get(root.resolve().as_posix().encode())
+        assert ix is not None
+        with anyio.fail_after(60):
+            while ix.state != "ready":
+                await anyio.sleep(0.05)
+        r = await c.call_tool("grep", {"pattern": "return", "include": "*.py"})
+        got = {(m["path"], m["line"]): m.get("symbol") for m in r.structured_content["matches"]}
+        assert got == {("src/parser.py", 8): "Parser.parse", ("src/parser.py", 16): "parse"}
+        # three lines added on top: stale symbols would put line 11 in Inner.parse
+        (root / "src" / "parser.py").write_text("#\n#\n#\n" + PY)
+        r = await c.call_tool("grep", {"pattern": "return", "include": "*.py"})
+        now = {m["line"]: m.get("symbol") for m in r.structured_content["matches"]}
+        assert set(now) == {11, 19}
+        assert now[11] in (None, "Parser.parse") and now[19] in (None, "parse"), now

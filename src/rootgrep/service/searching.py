@@ -42,6 +42,7 @@ from ..models import (
     Snippet,
 )
 from ..roots import Root
+from ..symbols import Symbol
 from ..walker import DirBatch, Walker, WalkOptions, order_key, path_batches
 from .base import (
     DEFAULT_MAX_LINE_CHARS,
@@ -125,6 +126,7 @@ class Searching(ServiceBase):
             # with no required trigram the index still knows which files are text (binary
             # files are never opened) and spares the walk
             narrowed = False
+            sink.symbols = _known_symbols(found) if output_mode == "content" else None
             if found is not None and Walker(r.fs).would_list(start, "dir"):
                 if q is None:  # planned only when an index is used, once for every root
                     q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
@@ -432,6 +434,9 @@ class _GrepPage:
         matcher: Matcher | None = None,
     ) -> None:
         self.matcher = matcher  # (where a cut line's match ends)
+        # a matching file's definitions when the index knows them as the file is now (each
+        # match then names its enclosing definition), else None
+        self.symbols: Callable[[bytes], list[Symbol] | None] | None = None
         self.limit = limit
         self.mode = mode
         self.max_line_chars = max_line_chars
@@ -470,10 +475,13 @@ class _GrepPage:
             return self._file(fm)
         shown = display(fm.path)
         uri = file_uri(self._root, fm.path)
+        defs = self.symbols(fm.path) if self.symbols is not None else None
         for lm in fm.matches:
             if fm.path == self._after and lm.line <= self._after_line:
                 continue
             m = self._match(lm, shown, uri)
+            if defs:
+                m.symbol = enclosing(defs, lm.line)
             size = len(m.text) + sum(map(len, m.before)) + sum(map(len, m.after))
             if len(self.out) >= self.limit or (self.out and self.held + size > self.budget):
                 self.more = True
@@ -520,6 +528,35 @@ class _GrepPage:
         self.total += n
         self.positions.append((self._t, fm.path, _PAST_EVERY_LINE))
         return True
+
+
+def enclosing(defs: list[Symbol], line: int) -> str | None:
+    """The innermost definition holding ``line``, as ``Container.name`` (or ``name``)."""
+    best: Symbol | None = None
+    for d in defs:
+        if d.line <= line <= d.end_line and (best is None or d.line >= best.line):
+            best = d
+    if best is None:
+        return None
+    return f"{best.container}.{best.name}" if best.container else best.name
+
+
+def _known_symbols(
+    found: tuple[Indexed, bytes] | None,
+) -> Callable[[bytes], list[Symbol] | None] | None:
+    """The stored definitions of a file as it is now: from the index, for a file not changed
+    since its commit (a dirty file's stored ones may be stale: none)."""
+    if found is None or found[0].index is None:
+        return None
+    ix, place = found
+    store = ix.index
+    dirty = ix.dirty_snapshot()
+
+    def of(rel: bytes) -> list[Symbol] | None:
+        full = place + b"/" + rel if place else rel
+        return None if full in dirty else store.symbols_of(full)
+
+    return of
 
 
 _PAST_EVERY_LINE = 1 << 62  # a files-mode cursor resumes after the whole file
