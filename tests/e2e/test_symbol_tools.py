@@ -82,6 +82,15 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
+async def index_ready(server, root: Path) -> None:  # type: ignore[no-untyped-def]
+    """Wait (a hang guard, not a timing) until the root's first build is done."""
+    ix = server.service.indexes.get(root.resolve().as_posix().encode())
+    assert ix is not None
+    with anyio.fail_after(60):
+        while ix.state != "ready":
+            await anyio.sleep(0.05)
+
+
 def rows(result) -> list[tuple[str, int, int, str, str | None, str]]:  # type: ignore[no-untyped-def]
     sc = result.structured_content
     assert sc is not None, text(result)
@@ -179,11 +188,7 @@ async def test_a_renamed_function_is_found_under_its_new_name_at_once(
     root = tree(tmp_path)
     server = make_server([root], index=True)
     async with connect(server, "legacy") as c:
-        ix = server.service.indexes.get(root.resolve().as_posix().encode())
-        assert ix is not None
-        with anyio.fail_after(60):
-            while ix.state != "ready":
-                await anyio.sleep(0.05)
+        await index_ready(server, root)
         before = rows(await c.call_tool("find_symbol", {"name": "helper"}))
         assert [x[0] for x in before] == ["src/parser.js", "src/parser.rs"]
         rs = root / "src" / "parser.rs"
@@ -220,11 +225,7 @@ async def test_grep_matches_name_their_enclosing_definition(make_server, tmp_pat
     root = tree(tmp_path)
     server = make_server([root], index=True)
     async with connect(server, "legacy") as c:
-        ix = server.service.indexes.get(root.resolve().as_posix().encode())
-        assert ix is not None
-        with anyio.fail_after(60):
-            while ix.state != "ready":
-                await anyio.sleep(0.05)
+        await index_ready(server, root)
         r = await c.call_tool("grep", {"pattern": "return", "include": "*.py"})
         got = {(m["path"], m["line"]): m.get("symbol") for m in r.structured_content["matches"]}
         assert got == {("src/parser.py", 8): "Parser.parse", ("src/parser.py", 16): "parse"}
