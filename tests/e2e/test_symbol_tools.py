@@ -178,6 +178,8 @@ async def test_outline_nests_methods_under_their_class(
         ]  # fmt: skip
         assert "  7-8 method parse" in text(r)
         assert code(await c.call_tool("outline", {"path": "notes.txt"})) == "not_a_file"
+        folder = await c.call_tool("outline", {"path": "src"})
+        assert code(folder) == "not_a_file" and "is a directory" in text(folder)
 
 
 async def test_a_renamed_function_is_found_under_its_new_name_at_once(

@@ -11,6 +11,7 @@ file as it is now.
 from __future__ import annotations
 
 import re
+import stat as stat_mod
 from collections.abc import Iterator, Sequence
 
 from .. import confine
@@ -192,6 +193,11 @@ class Symbols(ServiceBase):
     ) -> OutlineResult:
         r, comps = self._locate(roots, "outline", "read", path, root)
         rel = b"/".join(comps)
+        if stat_mod.S_ISDIR(r.fs.stat(comps).st_mode):
+            raise NotAFile(
+                f"'{display(comps)}' is a directory; outline takes a source file (list its "
+                "files with list_directory or find_files)"
+            )
         language = language_of(rel)
         if language is None:
             raise NotAFile(
