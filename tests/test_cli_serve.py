@@ -131,6 +131,14 @@ def make_run(port: int, args: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def server_of(make: subprocess.Popen[str]) -> tuple[int, str]:
+    """The pid and the roots line of the banner the server under ``make run`` printed."""
+    assert make.stderr is not None
+    m = BANNER.fullmatch(banner_of(make.stderr)[0])
+    assert m is not None
+    return int(m.group(1)), m.group(2)
+
+
 def stop_make(make: subprocess.Popen[str], server_pid: int | None) -> None:
     """Clean up whatever is left (only processes this test started)."""
     if server_pid is not None and alive(server_pid):
@@ -148,11 +156,8 @@ def test_make_run_serves_only_the_given_root(tmp_path: Path) -> None:
     make = make_run(port, f"--no-index --root {tmp_path}")
     pid = None
     try:
-        assert make.stderr is not None
-        m = BANNER.fullmatch(banner_of(make.stderr)[0])
-        assert m is not None
-        pid = int(m.group(1))
-        assert m.group(2) == f"operator roots: {tmp_path}"  # not the checkout as well
+        pid, served = server_of(make)
+        assert served == f"operator roots: {tmp_path}"  # not the checkout as well
         os.killpg(make.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole group
         make.wait(30)
         wait_for(lambda: not alive(pid), "the server exiting on Ctrl-C")
@@ -170,11 +175,8 @@ def test_make_run_serves_the_checkout_and_stops_with_make() -> None:
     make = make_run(port, "--no-index --roots-ttl 3")  # (--roots-ttl is not a --root)
     pid = None
     try:
-        assert make.stderr is not None
-        m = BANNER.fullmatch(banner_of(make.stderr)[0])
-        assert m is not None
-        pid = int(m.group(1))
-        assert m.group(2) == f"operator roots: {CHECKOUT}"
+        pid, served = server_of(make)
+        assert served == f"operator roots: {CHECKOUT}"
         wait_for(lambda: port_in_use(port), "the server listening")
         os.kill(make.pid, signal.SIGTERM)  # stopping make stops the server it runs
         make.wait(30)
@@ -192,10 +194,7 @@ def test_make_run_stops_even_when_make_is_killed() -> None:
     make = make_run(port, "--no-index")
     pid = None
     try:
-        assert make.stderr is not None
-        m = BANNER.fullmatch(banner_of(make.stderr)[0])
-        assert m is not None
-        pid = int(m.group(1))
+        pid, _ = server_of(make)
         wait_for(lambda: port_in_use(port), "the server listening")
         os.kill(make.pid, signal.SIGKILL)
         make.wait(30)

@@ -797,3 +797,17 @@ def test_four_threads_at_once_give_the_same_answers():
         assert len(slot) == 15
         for answer in slot:
             assert answer == expected
+
+
+def test_a_long_chained_assignment_costs_no_stack() -> None:
+    """``a0 = a1 = … = 0`` with thousands of links (a recursion per link raised
+    RecursionError, and outline answered 'failed unexpectedly')."""
+    n = 3000  # (one link per line, continued: not a minified line)
+    src = (" = \\\n".join(f"A{i}" for i in range(n)) + " = 0\n").encode()
+    got = extract(b"chain.py", src)
+    assert got is not None and len(got) == n
+    assert (
+        {s.kind for s in got} == {"constant"}
+        and got[0].name == "A0"
+        and got[-1].name == f"A{n - 1}"
+    )

@@ -378,18 +378,20 @@ def _py_expression_statement(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> Non
 
 
 def _py_assignment(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
-    left = node.child_by_field_name("left")
-    if left is None:
-        return
-    targets = [left] if left.type == "identifier" else []
-    if left.type in ("pattern_list", "tuple_pattern"):
-        targets = [c for c in left.named_children if c.type == "identifier"]
-    for target in targets:
-        name = w.text(target)
-        w.emit(name, _constant_or_variable(name), node, ctx.container)
-    right = node.child_by_field_name("right")
-    if right is not None and right.type == "assignment":  # a = b = 1
-        _py_assignment(w, right, ctx)
+    """Targets of an assignment, and of each link of a chain ``a = b = 1`` (a loop: a chain
+    of any length costs no stack)."""
+    at: tree_sitter.Node | None = node
+    while at is not None and at.type == "assignment":
+        left = at.child_by_field_name("left")
+        if left is None:
+            return
+        targets = [left] if left.type == "identifier" else []
+        if left.type in ("pattern_list", "tuple_pattern"):
+            targets = [c for c in left.named_children if c.type == "identifier"]
+        for target in targets:
+            name = w.text(target)
+            w.emit(name, _constant_or_variable(name), at, ctx.container)
+        at = at.child_by_field_name("right")
 
 
 _PYTHON: dict[str, _Handler] = {

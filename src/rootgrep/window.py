@@ -29,12 +29,12 @@ from dataclasses import dataclass
 
 from .confine import Beneath, display, is_binary
 from .errors import BinaryFile, InvalidArgument, InvalidPath, RootRemoved, TooLarge
+from .grep import text_of
 
 BLOCK_BYTES = 1 << 20  # read (and cancellation checked) per block
 DEFAULT_MAX_LINES = 2000
 DEFAULT_MAX_LINE_CHARS = 2000
 _SKIP_SPAN = 1 << 16  # within the block holding start_line: count this much, then find()
-_UTF8_BOM = b"\xef\xbb\xbf"
 _NL = 10
 
 
@@ -236,10 +236,9 @@ def read_window(
         if offset == len(block):  # the first block
             if is_binary(block):
                 raise BinaryFile(f"{name} is a binary file; rootgrep reads text only")
-            if block.startswith(_UTF8_BOM):
-                block = block[len(_UTF8_BOM) :]
-                if not block:
-                    continue
+            block = text_of(block)  # (grep's rule: a leading UTF-8 BOM is not text)
+            if not block:  # (the file held only a BOM)
+                continue
         last = block[-1]
         pos = 0
         if not taking and not done:

@@ -573,3 +573,12 @@ async def test_a_lone_surrogate_in_an_argument_is_invalid_argument(
             assert code(r) == "invalid_argument", text(r)
             assert f"`{name}`" in text(r) and "unexpectedly" not in text(r)
     assert not (tmp_path / "p" / "b.txt").exists()
+
+
+async def test_a_search_query_is_bounded(make_server, tmp_path: Path) -> None:
+    """A search's cost grows with its words: a query over 1,000 characters is refused by
+    name, before any index is asked."""
+    (tmp_path / "p").mkdir()
+    async with connect(make_server([tmp_path / "p"]), "legacy") as c:
+        r = await c.call_tool("search", {"query": "word " * 300})
+    assert code(r) == "invalid_argument" and "`query`" in text(r), text(r)

@@ -182,14 +182,15 @@ async def test_outline_nests_methods_under_their_class(
         assert code(folder) == "not_a_file" and "is a directory" in text(folder)
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_renamed_function_is_found_under_its_new_name_at_once(
-    make_server, tmp_path: Path
+    make_server, tmp_path: Path, mode: str
 ) -> None:
     """With an index serving the root, an edit is seen by the next call (the changed file is
     parsed live until its fold), under the new name and not the old one."""
     root = tree(tmp_path)
     server = make_server([root], index=True)
-    async with connect(server, "legacy") as c:
+    async with connect(server, mode) as c:
         await index_ready(server, root)
         before = rows(await c.call_tool("find_symbol", {"name": "helper"}))
         assert [x[0] for x in before] == ["src/parser.js", "src/parser.rs"]
@@ -237,3 +238,29 @@ async def test_grep_matches_name_their_enclosing_definition(make_server, tmp_pat
         now = {m["line"]: m.get("symbol") for m in r.structured_content["matches"]}
         assert set(now) == {11, 19}
         assert now[11] in (None, "Parser.parse") and now[19] in (None, "parse"), now
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_find_symbol_answers_while_the_first_build_waits(tmp_path: Path, mode: str) -> None:
+    """A client asks before any index is ready (the build is held back): find_symbol parses
+    the files as they are, never an empty answer."""
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+    from rootgrep.server import build_server
+    from rootgrep.service import Service, Settings
+
+    root = pin_root(str(tree(tmp_path)))
+    manager = IndexManager(str(tmp_path / "cache"))
+    manager._builds.acquire()  # the first build waits for its turn: it stays "building"
+    try:
+        manager.activate(root, 0)
+        server = build_server(Service([root], Settings(), indexes=manager))
+        async with connect(server, mode) as c:
+            r = await c.call_tool("find_symbol", {"name": "Parser", "kind": "struct"})
+            assert [x[0] for x in rows(r)] == ["src/parser.go", "src/parser.rs"]
+            ix = manager.get(root.path)
+            assert ix is not None and ix.state == "building"
+    finally:
+        manager._builds.release()
+        manager.close()
+        root.close()

@@ -893,7 +893,7 @@ class RootIndex:
             rel = paths.get(f)
             if rel is None:
                 continue
-            testy = bool(_LOW_PATH.search(display(rel)))
+            testy = is_low_path(rel)
             for sym in _decode_symbols(searcher.doc(a).get_first("symbols")) or ():
                 if (sym.name != name) if exact else (low not in sym.name.lower()):
                     continue
@@ -1105,11 +1105,17 @@ def decode_state(data: bytes) -> tuple[dict[bytes, Entry], float | None] | None:
     return entries, None if math.isnan(synced_at) else synced_at
 
 
+def is_low_path(rel: bytes) -> bool:
+    """Whether a root-relative path names a test, vendored or generated file (the one
+    heuristic: search ranks such files lower, find_symbol lists their definitions last)."""
+    return _LOW_PATH.search(display(rel)) is not None
+
+
 def is_low(rel: bytes, data: bytes) -> bool:
     """Whether a file counts less in ``search``: a test, vendored or generated file (by its
     path, or a generated marker in its first 1 KiB) or a minified one (lines averaging over
     300 bytes in a file over 1 KiB)."""
-    if _LOW_PATH.search(display(rel)):
+    if is_low_path(rel):
         return True
     if _GENERATED.search(data[:1024]):
         return True

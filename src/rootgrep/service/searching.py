@@ -562,10 +562,6 @@ def _known_symbols(
 _PAST_EVERY_LINE = 1 << 62  # a files-mode cursor resumes after the whole file
 
 
-def _cut_text(t: str, width: int) -> str:
-    return t if len(t) <= width else t[:width] + "…"
-
-
 def _name_matcher(pattern: str) -> Callable[[bytes], bool]:
     """find_files: a gitignore-style glob when the pattern has glob characters, else a
     case-insensitive substring of the root-relative path as shown (or as globs see it)."""

@@ -10,13 +10,13 @@ file as it is now.
 
 from __future__ import annotations
 
-import re
 import stat as stat_mod
 from collections.abc import Iterator, Sequence
 
 from .. import confine
 from ..confine import display
 from ..errors import NotAFile
+from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
 from ..symbols import Symbol, extract, language_of
@@ -38,14 +38,6 @@ from .base import (
 from .searching import _below_any, _path_filter
 
 MAX_SYMBOL_FILE_BYTES = 2 << 20  # a larger file is not parsed live (the extractor's own cap)
-_TEST_PATH = re.compile(
-    rb"(^|/)(tests?|testing|__tests__|spec)/|(^|/)test_[^/]*$|_test\.[^/.]+$|\.(test|spec)\.[^/.]+$"
-)
-
-
-def is_test_path(rel: bytes) -> bool:
-    """Whether a root-relative path looks like a test file (ranked after the others)."""
-    return _TEST_PATH.search(rel) is not None
 
 
 class Symbols(ServiceBase):
@@ -92,7 +84,7 @@ class Symbols(ServiceBase):
             if capped:
                 break
         # exact name first, then definitions outside tests, then root, path and line
-        found.sort(key=lambda h: (h[3].name != name, is_test_path(h[2]), h[0],
+        found.sort(key=lambda h: (h[3].name != name, is_low_path(h[2]), h[0],
                                   order_key(h[2]), h[3].line))  # fmt: skip
         page = found[offset : offset + limit]
         hits = [

@@ -174,14 +174,19 @@ GREP = ToolSpec(
 # ---- search ----------------------------------------------------------------------------------
 
 
+MAX_QUERY_CHARS = 1000  # a longer search query is refused (its cost grows with its words)
+
+
 class SearchArgs(Args):
     query: Annotated[
         str,
         Field(
+            min_length=1,
+            max_length=MAX_QUERY_CHARS,
             description="words to rank files by (files holding more of them first; a file "
             "defining one ranks above files using it; stop words dropped, so 'where is X "
             'defined\' works); "quoted phrases", -word excludes whole words, '
-            "path:GLOB and ext:py filter"
+            "path:GLOB and ext:py filter",
         ),
     ]
     root: RootArg = None
