@@ -123,10 +123,10 @@ def test_an_index_of_the_previous_schema_is_rebuilt_with_symbols(tmp_path: Path)
         ix.sync(r.fs)
         ix._write_manifest()
         manifest = ix.folder.read_json("manifest.json")
-        assert manifest is not None and manifest["schema_version"] == SCHEMA_VERSION == 5
-        ix.folder.write(  # as an index of schema 4 (before symbols) left it
+        assert manifest is not None and manifest["schema_version"] == SCHEMA_VERSION == 6
+        ix.folder.write(  # as an index of schema 5 (with a stored copy) left it
             "manifest.json",
-            ix.folder.read("manifest.json").replace(b'"schema_version":5', b'"schema_version":4'),  # type: ignore[union-attr]
+            ix.folder.read("manifest.json").replace(b'"schema_version":6', b'"schema_version":5'),  # type: ignore[union-attr]
         )
         ix.close()
         again = RootIndex(str(tmp_path / "cache"), r.path)

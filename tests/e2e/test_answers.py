@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp_helpers import MODES, RootsStub, code, connect, text, uri
 
@@ -582,3 +583,36 @@ async def test_a_search_query_is_bounded(make_server, tmp_path: Path) -> None:
     async with connect(make_server([tmp_path / "p"]), "legacy") as c:
         r = await c.call_tool("search", {"query": "word " * 300})
     assert code(r) == "invalid_argument" and "`query`" in text(r), text(r)
+
+
+async def test_a_search_phrase_holds_its_words_in_order(make_server, tmp_path: Path) -> None:
+    """The index keeps no word positions: a phrase's files are those holding its words in
+    order (only non-word characters between them, case ignored), checked on each file as
+    it is now; a file holding the words in another order, or joined into one word, is not
+    one of them."""
+    root = tmp_path / "p"
+    root.mkdir()
+    files = {
+        "in_order.txt": "the Needle project\n",
+        "dashed.txt": "needle-project\n",
+        "wrapped.txt": "a needle\n    project\n",
+        "reversed.txt": "project needle\n",
+        "apart.txt": "needle here, and a project there\n",
+        "joined.txt": "needleproject needle_project\n",
+    }
+    for name, body in files.items():
+        (root / name).write_text(body)
+    server = make_server([root], index=True)
+    async with connect(server, "legacy") as c:
+        ix = server.service.indexes.get(root.resolve().as_posix().encode())
+        with anyio.fail_after(60):  # (a hang guard)
+            while ix.state != "ready":
+                await anyio.sleep(0.05)
+        r = await c.call_tool("search", {"query": '"needle project"'})
+        got = {h["path"] for h in r.structured_content["results"]}
+        assert got == {"in_order.txt", "dashed.txt", "wrapped.txt"}, text(r)
+        words = await c.call_tool("search", {"query": "needle project"})
+        assert {h["path"] for h in words.structured_content["results"]} >= got | {
+            "reversed.txt",
+            "apart.txt",
+        }

@@ -283,9 +283,9 @@ class CachedIndex:
 
     def summary(self) -> tuple[int, int, int, float | None]:
         """(files indexed, bytes of text, files pending, synced_at) from its state file."""
-        from .store import STATE_FILE, decode_state  # (store imports this module)
+        from .state import JOURNAL_FILE, STATE_FILE, decode_state  # (state imports this)
 
-        data = None
+        data, journal = None, b""
         if self.cache is not None:
             try:
                 fd = os.open(self.name.encode(), _O_DIR, dir_fd=self.cache.fd)
@@ -295,9 +295,11 @@ class CachedIndex:
                 fs = Beneath(fd, b"", symlinks="never", hides=False)
                 try:
                     data = read_whole(fs, STATE_FILE.encode())
+                    journal = read_whole(fs, JOURNAL_FILE.encode()) or b""
                 finally:
                     fs.close()
-        entries, synced_at = (decode_state(data) if data is not None else None) or ({}, None)
+        decoded = decode_state(data, journal) if data is not None else None
+        entries, synced_at = decoded or ({}, None)
         indexed = [e for e in entries.values() if e.fid]
         pending = sum(1 for e in entries.values() if e.pending)
         return len(indexed), sum(e.size for e in indexed), pending, synced_at
@@ -344,6 +346,25 @@ class IndexFolder:
             except RootgrepError as e:
                 if e.code != "not_found":
                     raise
+
+    def append(self, name: str, data: bytes) -> None:
+        """Append to a file of the folder (made if missing, mode 0600, never through a
+        link), then fsync it: what was appended survives a crash whole or as a torn tail."""
+        fd = os.open(
+            name,
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+            0o600,
+            dir_fd=self.fs.fd,
+        )
+        try:
+            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{name} in the index folder is not a regular file")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def touch(self, name: str) -> None:
         fd = os.open(

@@ -22,10 +22,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import math
 import os
 import re
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -52,15 +50,28 @@ from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
 from . import cache as cache_mod
 from .cache import CachedIndex, CacheDir, IndexFolder
 from .plan import Q
+from .state import (
+    ENTRY_BYTES,
+    JOURNAL_FILE,
+    STATE_FILE,
+    Entry,
+    Journal,
+    decode_state,
+    encode_record,
+    encode_state,
+    journal_room,
+    new_generation,
+    replay,
+)
+from .state import read_state as read_state  # (re-exported: the state file's readers)
+from .state import write_state as write_state
 
 log = logging.getLogger("rootgrep.index")
 
-SCHEMA_VERSION = 5  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
-# 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag
-STATE_FILE = "state.bin"
-_STATE_MAGIC = b"rootgrep-state-1\n"
-_STATE_HEAD = struct.Struct("<dI")  # synced_at (NaN: never), number of entries
-_STATE_ENTRY = struct.Struct("<QQqQBI")  # fid, size, mtime_ns, inode, pending, path length
+SCHEMA_VERSION = 6  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
+# 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag;
+# 6: no stored copy of the files (snippets and grep read the files themselves), and no
+# positions (phrases are checked on the files)
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
 WRITER_THREADS = 2
@@ -160,34 +171,24 @@ def prune_cache(cache_dir: str | CacheDir, max_bytes: int, keep: set[str]) -> li
 
 def _schema():  # type: ignore[no-untyped-def]
     sb = SchemaBuilder()
-    sb.add_unsigned_field("fid", stored=True, indexed=True, fast=True)
-    sb.add_text_field("path", stored=True, tokenizer_name="raw")
+    # Only ``symbols`` is stored: every other answer comes from the files as they are now,
+    # read beneath the root (a stored copy of each file would double the index and be stale)
+    sb.add_unsigned_field("fid", indexed=True, fast=True)
+    sb.add_text_field("path", tokenizer_name="raw")
     sb.add_text_field("name", tokenizer_name="code")
     sb.add_text_field("ext", tokenizer_name="raw")
-    sb.add_text_field("content", stored=True, tokenizer_name="code")
+    # word counts without positions (a phrase is checked on the file itself: ``ParsedSearch.
+    # holds_phrases``); positions would cost more than a third of the index
+    sb.add_text_field("content", tokenizer_name="code", index_option="freq")
     sb.add_text_field("tri", tokenizer_name="tri", index_option="basic")
     sb.add_text_field("sym", tokenizer_name="raw", index_option="basic")  # names, exact
     sb.add_text_field("defs", tokenizer_name="names", index_option="basic")  # lowercased
     sb.add_text_field("main", tokenizer_name="raw", index_option="basic")  # not variables
     sb.add_bytes_field("symbols", stored=True)  # compact JSON: [[name, kind, line, ...]]
     sb.add_unsigned_field("low", fast=True)  # 1: test, vendored, generated or minified
-    sb.add_unsigned_field("size", stored=True, fast=True)
-    sb.add_unsigned_field("mtime", stored=True, fast=True)
+    sb.add_unsigned_field("size", fast=True)
+    sb.add_unsigned_field("mtime", fast=True)
     return sb.build()
-
-
-@dataclass(slots=True)
-class Entry:
-    fid: int  # 0: seen but not indexed (binary, unreadable)
-    size: int
-    mtime_ns: int
-    ino: int
-    pending: bool = False
-    key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        # compared once per file on every re-sync: made once, not per comparison
-        self.key = (self.size, self.mtime_ns, self.ino)
 
 
 @dataclass
@@ -272,7 +273,9 @@ class RootIndex:
     synced_at: float | None = field(init=False, default=None)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # state swaps
     _sync_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
-    _state_stamp: tuple[int, int, int] | None = field(init=False, default=(-1, -1, -1))
+    _state_stamp: tuple[int, ...] | None = field(init=False, default=(-1, -1, -1))
+    _journal: Journal = field(init=False, default_factory=Journal)
+    _snapshot_bytes: int = field(init=False, default=0)
     identity: tuple[int, int] | None = None  # (device, inode) of the pinned root directory
     corrupt: bool = field(init=False, default=False)  # the state broke an invariant
     foreign: bool = field(init=False, default=False)  # its writer indexes another directory
@@ -304,12 +307,13 @@ class RootIndex:
         stale = not self._manifest_ok()
         if stale:
             self.folder.remove("tantivy")
-            for old in (STATE_FILE, "state.json"):  # (schema 1 and 2 kept it as JSON)
+            for old in (STATE_FILE, JOURNAL_FILE, "state.json"):  # (1 and 2: JSON)
                 self.folder.remove(old)
         # tantivy opens by path (see cache.py): the folder's own, checked against its fd
         self._tantivy_path, fresh = self.folder.subdir_path("tantivy")
         if fresh:  # (a state naming documents of an index that is not there would lie)
             self.folder.remove(STATE_FILE)
+            self.folder.remove(JOURNAL_FILE)
         fresh = fresh or stale
         self.index = Index(self.schema, path=self._tantivy_path, reuse=True)
         # searchers move only with ``reload`` (under the lock, with the state that names the
@@ -373,12 +377,28 @@ class RootIndex:
         manifest.update(extra)
         self.folder.write("manifest.json", json.dumps(manifest, separators=(",", ":")).encode())
 
-    def _read_state(self) -> tuple[dict[bytes, Entry], float | None] | None:
-        data = self.folder.read(STATE_FILE)
-        return None if data is None else decode_state(data)
+    def _read_state(self, at: Journal) -> tuple[dict[bytes, Entry], float | None] | None:
+        """The snapshot with its journal applied (``at``: where this reader then stands).
+        A writer replaces the snapshot before it drops the journal: the two read here belong
+        together when the snapshot is still the same file after both reads."""
+        for _ in range(8):
+            before = self.folder.stat(STATE_FILE)
+            data = self.folder.read(STATE_FILE)
+            if data is None:
+                return None
+            journal = self.folder.read(JOURNAL_FILE) or b""
+            after = self.folder.stat(STATE_FILE)
+            if before is not None and after is not None and before.st_ino == after.st_ino:
+                break
+        self._snapshot_bytes = len(data)
+        return decode_state(data, journal, at)
 
     def _load_state(self) -> None:
-        entries, synced_at = self._read_state() or ({}, None)
+        at = Journal()
+        entries, synced_at = self._read_state(at) or ({}, None)
+        self._set_state(entries, synced_at, at)
+
+    def _set_state(self, entries: dict[bytes, Entry], synced_at: float | None, at: Journal) -> None:
         try:
             paths = paths_by_fid(entries)
         except IndexCorrupt as e:  # (a state written by a bug): rebuilt by the next sync
@@ -389,15 +409,64 @@ class RootIndex:
         self.paths = paths
         self.next_fid = max(self.paths, default=0) + 1
         self.synced_at = synced_at
+        self._journal = at
+
+    def _follow_journal(self) -> bool:
+        """Apply what another process appended to the journal since this one read it (the
+        snapshot unchanged); False when only a whole reload can tell."""
+        journal = self.folder.read(JOURNAL_FILE)
+        at = Journal(self._journal.generation, self._journal.applied)
+        if journal is None or len(journal) < at.applied:
+            return False
+        entries = dict(self.entries)  # (entries are replaced, never changed in place)
+        synced_at = replay(entries, self.synced_at, journal, at)
+        self._set_state(entries, synced_at, at)
+        return True
 
     def _save_state(self, entries: dict[bytes, Entry], synced_at: float | None) -> None:
-        self.folder.write(STATE_FILE, encode_state(entries, synced_at))
+        """Replace the snapshot (a new generation), then drop the journal it holds."""
+        generation = new_generation()
+        data = encode_state(entries, synced_at, generation)
+        self.folder.write(STATE_FILE, data)
+        self.folder.remove(JOURNAL_FILE)
+        self._snapshot_bytes = len(data)
+        self._journal = Journal(generation)
         self._state_stamp = self._stamp()  # (our own write: nothing to reload)
 
-    def _stamp(self) -> tuple[int, int, int] | None:
+    def _record(
+        self,
+        entries: dict[bytes, Entry],
+        synced_at: float | None,
+        changes: list[tuple[bytes, Entry | None]],
+    ) -> None:
+        """Make the state on disk ``entries``: append ``changes`` (what differs from the
+        state on disk) to the journal while it has room, else write a snapshot."""
+        at = self._journal
+        room = journal_room(self._snapshot_bytes) - at.applied
+        # a change of a large part of the tree (a build) is a snapshot: no record is made
+        if len(changes) * ENTRY_BYTES > room or len(changes) * 8 > len(entries):
+            self._save_state(entries, synced_at)
+            return
+        record = encode_record(at.generation, synced_at, changes)
+        st = self.folder.stat(JOURNAL_FILE)
+        on_disk = 0 if st is None else st.st_size
+        fits = len(record) <= room
+        if not (at.generation and at.whole and on_disk == at.applied and fits):
+            self._save_state(entries, synced_at)
+            return
+        self.folder.append(JOURNAL_FILE, record)
+        at.applied += len(record)
+        self._state_stamp = self._stamp()
+
+    def _stamp(self) -> tuple[int, ...] | None:
         st = self.folder.stat(STATE_FILE)
-        # (each write replaces the file: a new inode, even within one timestamp tick)
-        return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
+        if st is None:
+            return None
+        # (each snapshot replaces the file: a new inode, even within one timestamp tick;
+        # the journal only grows until a snapshot drops it)
+        log_st = self.folder.stat(JOURNAL_FILE)
+        tail = (-1, -1) if log_st is None else (log_st.st_ino, log_st.st_size)
+        return (st.st_ino, st.st_mtime_ns, st.st_size, *tail)
 
     def reload(self) -> None:
         """Pick up commits (also another process's) and the state that goes with them."""
@@ -410,7 +479,14 @@ class RootIndex:
             with self._lock:
                 self.index.reload()
                 if stamp != self._state_stamp:
-                    self._load_state()
+                    same = self._state_stamp
+                    if not (
+                        stamp is not None
+                        and same is not None
+                        and stamp[:3] == same[:3]
+                        and self._follow_journal()
+                    ):
+                        self._load_state()
                     self._state_stamp = stamp
                     if self.identity is not None and self._bound_identity() != self.identity:
                         self.foreign = True  # its writer now indexes another directory
@@ -588,7 +664,7 @@ class RootIndex:
             synced = time.time() if only is None else self.synced_at
             if not changed and not deleted:
                 if only is None and self.synced_at is None:
-                    self._save_state(new, synced)
+                    self._record(new, synced, [])
                     with self._lock:
                         self.synced_at = synced
                 elif only is None:
@@ -597,7 +673,7 @@ class RootIndex:
             else:
                 # 1) a state naming every document the commit may hold, new ones pending
                 paths_by_fid(new)  # (raises before anything is committed)
-                self._save_state(new, self.synced_at)
+                self._record(new, self.synced_at, list(changed.items()))
                 if writer is not None:
                     writer.commit()
                     if self._writer is None:  # let other processes write between syncs
@@ -609,7 +685,8 @@ class RootIndex:
                     new.pop(rel, None)
                 # 2) the committed state
                 paths = paths_by_fid(new)
-                self._save_state(new, synced)
+                gone: list[tuple[bytes, Entry | None]] = [(rel, None) for rel in deleted]
+                self._record(new, synced, [*changed.items(), *gone])
                 with self._lock:
                     self.index.reload()
                     self.entries = new
@@ -772,12 +849,9 @@ class RootIndex:
             )
         if any_word:
             must.append((Occur.Must, Query.boolean_query(any_word)))
-        for phrase in p.phrases:
-            toks = _CODE.analyze(phrase)
-            if len(toks) == 1:
-                must.append((Occur.Must, Query.term_query(self.schema, "content", toks[0])))
-            elif toks:
-                must.append((Occur.Must, Query.phrase_query(self.schema, "content", toks)))
+        for phrase in p.phrases:  # (each word required here; the order is checked on the
+            for tok in _CODE.analyze(phrase):  # file when it is shown: no positions stored)
+                must.append((Occur.Must, Query.term_query(self.schema, "content", tok)))
         for w in p.exclude:  # whole words: a token of the code tokenizer ("test" ≠ "testing")
             for tok in _CODE.analyze(w):
                 must.append((Occur.MustNot, Query.term_query(self.schema, "content", tok)))
@@ -945,6 +1019,25 @@ class ParsedSearch:
     not_exts: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     natural: bool = False  # several words: not each required (files holding more rank first)
+    _patterns: list[re.Pattern[bytes]] | None = field(default=None, repr=False, compare=False)
+
+    def holds_phrases(self, data: bytes) -> bool:
+        """Whether a file's text holds every phrase: its words in order, with only
+        characters that are not word characters between them (as the index's words are cut),
+        case ignored. The index only knows that a file holds the words somewhere."""
+        return all(p.search(data) for p in self._phrase_patterns())
+
+    def _phrase_patterns(self) -> list[re.Pattern[bytes]]:
+        if self._patterns is None:
+            self._patterns = []
+            for phrase in self.phrases:
+                toks = [re.escape(t.encode()) for t in _CODE.analyze(phrase)]
+                if len(toks) > 1:
+                    self._patterns.append(re.compile(
+                        rb"(?<![A-Za-z0-9_])" + rb"[^A-Za-z0-9_]+".join(toks)
+                        + rb"(?![A-Za-z0-9_])", re.IGNORECASE,
+                    ))  # fmt: skip
+        return self._patterns
 
     def tokens(self) -> list[tuple[str, str]]:
         """The query's words as index tokens, each once: (lowercased, as typed)."""
@@ -1043,66 +1136,6 @@ def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[byt
             p for p, e in entries.items() if e.ino in inos or (prefixes and p.startswith(prefixes))
         )
     return paths
-
-
-def encode_state(entries: dict[bytes, Entry], synced_at: float | None) -> bytes:
-    """The state file's bytes: a header, one fixed-size record per entry, then every path's
-    bytes in the same order."""
-    pack = _STATE_ENTRY.pack
-    records = b"".join(
-        pack(e.fid, e.size, e.mtime_ns, e.ino, e.pending, len(p)) for p, e in entries.items()
-    )
-    head = _STATE_HEAD.pack(math.nan if synced_at is None else synced_at, len(entries))
-    return b"".join((_STATE_MAGIC, head, records, *entries))
-
-
-def _beside(path: str) -> tuple[Beneath, bytes]:
-    """The folder of ``path`` pinned (links never followed beneath it), and the file's name."""
-    d, name = os.path.split(os.path.abspath(path))
-    return Beneath.pin(d, symlinks="never", hides=False), os.fsencode(name)
-
-
-def write_state(path: str, entries: dict[bytes, Entry], synced_at: float | None) -> None:
-    """Write a state file atomically at ``path`` (a convenience: indexes write theirs through
-    their pinned folder)."""
-    fs, name = _beside(path)
-    try:
-        fs.atomic_write([name], encode_state(entries, synced_at), mode=0o600)
-    finally:
-        fs.close()
-
-
-def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
-    """The entries and ``synced_at`` of a state file; None when it is missing or not whole."""
-    try:
-        fs, name = _beside(path)
-    except OSError:
-        return None
-    try:
-        data = cache_mod.read_whole(fs, name)
-    finally:
-        fs.close()
-    return None if data is None else decode_state(data)
-
-
-def decode_state(data: bytes) -> tuple[dict[bytes, Entry], float | None] | None:
-    """The entries and ``synced_at`` of a state file's bytes; None when they are not whole."""
-    if not data.startswith(_STATE_MAGIC):
-        return None
-    try:
-        off = len(_STATE_MAGIC)
-        synced_at, n = _STATE_HEAD.unpack_from(data, off)
-        off += _STATE_HEAD.size
-        at = off + n * _STATE_ENTRY.size
-        entries: dict[bytes, Entry] = {}
-        for fid, size, mtime_ns, ino, pending, length in _STATE_ENTRY.iter_unpack(data[off:at]):
-            entries[data[at : at + length]] = Entry(fid, size, mtime_ns, ino, bool(pending))
-            at += length
-    except struct.error:
-        return None
-    if at != len(data) or len(entries) != n:
-        return None
-    return entries, None if math.isnan(synced_at) else synced_at
 
 
 def is_low_path(rel: bytes) -> bool:

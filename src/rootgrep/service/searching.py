@@ -335,8 +335,8 @@ class Searching(ServiceBase):
             at += 1
             budget -= 1
             data = self._current_text(r, rel)
-            if data is None:
-                continue
+            if data is None or not parsed.holds_phrases(data):
+                continue  # (the index cannot tell a phrase from its words in any order)
             snippets = [  # (whole lines, or a window around the match: SPEC §8)
                 Snippet(line=n, text=t)
                 for n, t in ranking.snippets_of(data, rel, max_chars=DEFAULT_MAX_LINE_CHARS)

@@ -1,0 +1,236 @@
+"""An index's state: what each indexed file's (size, mtime_ns, inode) and file id were.
+
+Two files in the index folder hold it:
+- ``state.bin``, the snapshot: a header (``synced_at``, the number of entries, a random
+  *generation*), one fixed-size record per entry, then every path's bytes in the same order.
+  It is replaced atomically (temp, fsync, rename), never written in place.
+- ``state.log``, the journal: the changes made since that snapshot, appended, one record per
+  commit step. Each record is its length and CRC-32, then the generation of the snapshot it
+  follows, ``synced_at`` and the changed entries (a gone path has ``GONE`` as its pending
+  byte). A record of another generation (a journal left by a crash while a new snapshot
+  replaced the old one) is ignored; a torn last record (a crash mid-append) ends the
+  journal, and the next writer replaces both files with a snapshot before it appends.
+
+So a small edit appends a record the size of its own entries, whatever the size of the tree;
+the snapshot is rewritten only when the journal outgrows a quarter of it (at least
+``JOURNAL_MIN_BYTES``): the bytes written per edited file stay bounded by a constant
+factor of its record's size, and a reader never replays more than that quarter.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..confine import Beneath
+from .cache import read_whole
+
+__all__ = [
+    "ENTRY_BYTES",
+    "GONE",
+    "JOURNAL_FILE",
+    "JOURNAL_MIN_BYTES",
+    "STATE_FILE",
+    "Entry",
+    "Journal",
+    "decode_state",
+    "encode_record",
+    "encode_state",
+    "journal_room",
+    "new_generation",
+    "read_state",
+    "replay",
+    "write_state",
+]
+
+STATE_FILE = "state.bin"
+JOURNAL_FILE = "state.log"
+JOURNAL_MIN_BYTES = 1 << 20  # a journal may always grow this far before a new snapshot
+GONE = 2  # the pending byte of a journal entry whose path is gone
+
+_MAGIC = b"rootgrep-state-2\n"
+_HEAD = struct.Struct("<dIQ")  # synced_at (NaN: never), number of entries, generation
+_ENTRY = struct.Struct("<QQqQBI")  # fid, size, mtime_ns, inode, pending, path length
+ENTRY_BYTES = _ENTRY.size  # (of a record, before its path)
+_RECORD = struct.Struct("<II")  # payload length, CRC-32 of the payload
+_RECORD_HEAD = struct.Struct("<QdI")  # generation, synced_at (NaN: never), entries
+
+
+@dataclass(slots=True)
+class Entry:
+    fid: int  # 0: seen but not indexed (binary, unreadable)
+    size: int
+    mtime_ns: int
+    ino: int
+    pending: bool = False
+    key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # compared once per file on every re-sync: made once, not per comparison
+        self.key = (self.size, self.mtime_ns, self.ino)
+
+
+def _time(synced_at: float | None) -> float:
+    return math.nan if synced_at is None else synced_at
+
+
+def _entries(items: Iterable[tuple[bytes, Entry | None]]) -> tuple[int, bytes]:
+    pack = _ENTRY.pack
+    records, paths = [], []
+    for p, e in items:
+        if e is None:
+            records.append(pack(0, 0, 0, 0, GONE, len(p)))
+        else:
+            records.append(pack(e.fid, e.size, e.mtime_ns, e.ino, e.pending, len(p)))
+        paths.append(p)
+    return len(records), b"".join((*records, *paths))
+
+
+def encode_state(
+    entries: dict[bytes, Entry], synced_at: float | None, generation: int = 0
+) -> bytes:
+    """A snapshot's bytes."""
+    n, body = _entries(entries.items())
+    return b"".join((_MAGIC, _HEAD.pack(_time(synced_at), n, generation), body))
+
+
+def encode_record(
+    generation: int, synced_at: float | None, changes: Iterable[tuple[bytes, Entry | None]]
+) -> bytes:
+    """One journal record: ``changes`` are (path, its entry now, or None when gone)."""
+    n, body = _entries(changes)
+    payload = _RECORD_HEAD.pack(generation, _time(synced_at), n) + body
+    return _RECORD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _unpack(data: bytes, off: int, n: int) -> tuple[list[tuple[bytes, Entry | None]], int]:
+    """``n`` entries of ``data`` at ``off`` (None: the path is gone), and the offset after
+    them."""
+    at = off + n * _ENTRY.size
+    out: list[tuple[bytes, Entry | None]] = []
+    for fid, size, mtime_ns, ino, pending, length in _ENTRY.iter_unpack(data[off:at]):
+        path = data[at : at + length]
+        if len(path) != length:
+            raise struct.error("short path")
+        at += length
+        out.append(
+            (path, None if pending == GONE else Entry(fid, size, mtime_ns, ino, bool(pending)))
+        )
+    if len(out) != n:
+        raise struct.error("short entries")
+    return out, at
+
+
+@dataclass(slots=True)
+class Journal:
+    """Where a reader stands: the snapshot's generation, and how many bytes of the journal
+    it has applied (``whole``: the journal ends where its last record does)."""
+
+    generation: int = 0
+    applied: int = 0
+    whole: bool = True
+
+
+def _snapshot(data: bytes) -> tuple[dict[bytes, Entry], float | None, int] | None:
+    if not data.startswith(_MAGIC):
+        return None
+    try:
+        synced_at, n, generation = _HEAD.unpack_from(data, len(_MAGIC))
+        items, at = _unpack(data, len(_MAGIC) + _HEAD.size, n)
+    except struct.error:
+        return None
+    entries = {p: e for p, e in items if e is not None}
+    if at != len(data) or len(entries) != n:
+        return None
+    return entries, None if math.isnan(synced_at) else synced_at, generation
+
+
+def replay(
+    entries: dict[bytes, Entry], synced_at: float | None, journal: bytes, at: Journal
+) -> float | None:
+    """Apply the journal's records after ``at.applied`` to ``entries`` (in place); return
+    ``synced_at`` as the last record applied says; ``at`` then stands after the last whole
+    record."""
+    off = at.applied
+    while off + _RECORD.size <= len(journal):
+        length, crc = _RECORD.unpack_from(journal, off)
+        payload = journal[off + _RECORD.size : off + _RECORD.size + length]
+        if len(payload) != length or zlib.crc32(payload) != crc:
+            break  # torn (a crash mid-append): the journal ends here
+        try:
+            generation, when, n = _RECORD_HEAD.unpack_from(payload)
+            items, end = _unpack(payload, _RECORD_HEAD.size, n)
+        except struct.error:
+            break
+        if end != len(payload):
+            break
+        if generation == at.generation:  # (else: a journal an older snapshot left)
+            for path, e in items:
+                if e is None:
+                    entries.pop(path, None)
+                else:
+                    entries[path] = e
+            synced_at = None if math.isnan(when) else when
+        off += _RECORD.size + length
+    at.applied = off
+    at.whole = off == len(journal)
+    return synced_at
+
+
+def decode_state(
+    data: bytes, journal: bytes = b"", at: Journal | None = None
+) -> tuple[dict[bytes, Entry], float | None] | None:
+    """The entries and ``synced_at`` of a snapshot's bytes with its journal applied; None
+    when the snapshot is not whole. ``at`` (if given) is set to where the reader stands."""
+    snap = _snapshot(data)
+    if snap is None:
+        return None
+    entries, synced_at, generation = snap
+    where = at if at is not None else Journal()
+    where.generation, where.applied = generation, 0
+    return entries, replay(entries, synced_at, journal, where)
+
+
+def journal_room(snapshot_bytes: int) -> int:
+    """How long a journal may grow beside a snapshot of this size."""
+    return max(JOURNAL_MIN_BYTES, snapshot_bytes // 4)
+
+
+def new_generation() -> int:
+    return int.from_bytes(os.urandom(8), "little") or 1
+
+
+def _beside(path: str) -> tuple[Beneath, bytes]:
+    """The folder of ``path`` pinned (links never followed beneath it), and the file's name."""
+    d, name = os.path.split(os.path.abspath(path))
+    return Beneath.pin(d, symlinks="never", hides=False), os.fsencode(name)
+
+
+def write_state(path: str, entries: dict[bytes, Entry], synced_at: float | None) -> None:
+    """Write a snapshot atomically at ``path``, of a new generation (a journal beside it is
+    then ignored). A convenience: indexes write theirs through their pinned folder."""
+    fs, name = _beside(path)
+    try:
+        data = encode_state(entries, synced_at, new_generation())
+        fs.atomic_write([name], data, mode=0o600)
+    finally:
+        fs.close()
+
+
+def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
+    """The entries and ``synced_at`` of the snapshot at ``path`` with the journal beside it
+    applied; None when the snapshot is missing or not whole."""
+    try:
+        fs, name = _beside(path)
+    except OSError:
+        return None
+    try:
+        data = read_whole(fs, name)
+        journal = read_whole(fs, os.fsencode(JOURNAL_FILE)) if data is not None else None
+    finally:
+        fs.close()
+    return None if data is None else decode_state(data, journal or b"")

@@ -1,0 +1,163 @@
+"""The index state's journal: a small edit appends a record the size of its own entries
+(whatever the size of the tree), readers replay it (a follower only what is new), a torn
+tail or a journal an older snapshot left is never applied, and a full journal becomes a
+snapshot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rootgrep.index import state as state_mod
+from rootgrep.index.plan import Q
+from rootgrep.index.state import JOURNAL_FILE, STATE_FILE, read_state
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import pin_root
+from rootgrep.walker import list_files
+
+
+def make_tree(root: Path, files: int) -> None:
+    for i in range(files):
+        d = root / f"d{i % 10}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i:05d}.txt").write_text(f"file {i}\nword{i % 7}\n")
+
+
+def edit_and_fold(ix: RootIndex, fs, root: Path, n: int) -> None:  # type: ignore[no-untyped-def]
+    """``n`` one-line edits, each folded as the watcher does (``sync(only=...)``)."""
+    for k in range(n):
+        rel = f"d{k % 10}/f{k:05d}.txt"
+        with open(root / rel, "a") as f:
+            f.write(f"edit {k}\n")
+        st = ix.sync(fs, only=[rel.encode()])
+        assert st.updated == 1
+
+
+def test_bytes_written_per_edit_do_not_grow_with_the_tree(tmp_path: Path) -> None:
+    grown = []
+    for n in (40, 400):
+        root = tmp_path / f"tree{n}"
+        make_tree(root, n)
+        r = pin_root(str(root))
+        try:
+            ix = RootIndex(str(tmp_path / f"cache{n}"), r.path)
+            ix.sync(r.fs)
+            snap = os.stat(os.path.join(ix.dir, STATE_FILE))
+            edit_and_fold(ix, r.fs, root, 10)
+            after = os.stat(os.path.join(ix.dir, STATE_FILE))
+            assert (after.st_ino, after.st_size) == (snap.st_ino, snap.st_size)  # not rewritten
+            grown.append(os.stat(os.path.join(ix.dir, JOURNAL_FILE)).st_size)
+            # what a reader makes of snapshot + journal is the state the writer holds
+            got = read_state(os.path.join(ix.dir, STATE_FILE))
+            assert got is not None and got[0] == ix.entries and got[1] == ix.synced_at
+            reopened = RootIndex(str(tmp_path / f"cache{n}"), r.path)
+            assert reopened.entries == ix.entries and reopened.ready
+            assert sorted(reopened.candidates(Q("all"))) == sorted(list_files(r.fs))
+            reopened.close()
+            ix.close()
+        finally:
+            r.close()
+    assert grown[0] == grown[1] > 0  # the same ten edits: the same bytes, whatever the tree
+
+
+def test_a_follower_replays_only_what_was_appended(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    make_tree(root, 30)
+    r = pin_root(str(root))
+    try:
+        writer = RootIndex(str(tmp_path / "cache"), r.path)
+        writer.sync(r.fs)
+        follower = RootIndex(str(tmp_path / "cache"), r.path)
+        before = follower.entries
+        (root / "d0" / "new.txt").write_text("a new file\n")
+        (root / "d1" / "f00001.txt").unlink()
+        writer.sync(r.fs, only=[b"d0/new.txt", b"d1/f00001.txt"])
+        follower.reload()
+        assert follower.entries is not before and follower.entries == writer.entries
+        assert b"d0/new.txt" in follower.entries and b"d1/f00001.txt" not in follower.entries
+        assert follower._journal.applied == os.stat(os.path.join(writer.dir, JOURNAL_FILE)).st_size
+        assert sorted(follower.candidates(Q("all"))) == sorted(list_files(r.fs))
+        follower.close()
+        writer.close()
+    finally:
+        r.close()
+
+
+def test_a_torn_journal_tail_is_not_applied_and_the_next_sync_repairs(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    make_tree(root, 20)
+    r = pin_root(str(root))
+    try:
+        ix = RootIndex(str(tmp_path / "cache"), r.path)
+        ix.sync(r.fs)
+        edit_and_fold(ix, r.fs, root, 3)
+        journal = os.path.join(ix.dir, JOURNAL_FILE)
+        whole = Path(journal).read_bytes()
+        snap = os.stat(os.path.join(ix.dir, STATE_FILE)).st_ino
+        ix.close()
+        # a crash in the middle of the last append (the commit's second record)
+        Path(journal).write_bytes(whole[:-5])
+        reopened = RootIndex(str(tmp_path / "cache"), r.path)
+        assert not reopened._journal.whole
+        # the first record of the last edit stands: its file is pending, to be read again
+        assert reopened.entries[b"d2/f00002.txt"].pending and not reopened.ready
+        st = reopened.sync(r.fs)
+        assert st.read == 1 and reopened.ready
+        # the writer did not append after a torn tail: it wrote a snapshot first
+        assert os.stat(os.path.join(reopened.dir, STATE_FILE)).st_ino != snap
+        got = read_state(os.path.join(reopened.dir, STATE_FILE))
+        assert got is not None and got[0] == reopened.entries
+        assert sorted(reopened.candidates(Q("all"))) == sorted(list_files(r.fs))
+        reopened.close()
+    finally:
+        r.close()
+
+
+def test_a_journal_of_an_older_snapshot_is_ignored(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    make_tree(root, 20)
+    r = pin_root(str(root))
+    try:
+        ix = RootIndex(str(tmp_path / "cache"), r.path)
+        ix.sync(r.fs)
+        (root / "d0" / "late.txt").write_text("late\n")
+        ix.sync(r.fs, only=[b"d0/late.txt"])
+        journal = Path(ix.dir) / JOURNAL_FILE
+        kept = journal.read_bytes()
+        # a later sync, its journal made a snapshot, then a crash before the journal was
+        # dropped: the old journal is still there beside the new snapshot
+        (root / "d0" / "late.txt").unlink()
+        ix.sync(r.fs)
+        ix._save_state(ix.entries, ix.synced_at)  # (what a full journal leads to)
+        assert not journal.exists()
+        journal.write_bytes(kept)  # (the old journal: it adds late.txt back)
+        got = read_state(os.path.join(ix.dir, STATE_FILE))
+        assert got is not None and b"d0/late.txt" not in got[0]
+        ix.close()
+        reopened = RootIndex(str(tmp_path / "cache"), r.path)
+        assert b"d0/late.txt" not in reopened.entries and reopened.ready
+        reopened.close()
+    finally:
+        r.close()
+
+
+def test_a_full_journal_becomes_a_snapshot(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(state_mod, "JOURNAL_MIN_BYTES", 400)
+    root = tmp_path / "tree"
+    make_tree(root, 20)
+    r = pin_root(str(root))
+    try:
+        ix = RootIndex(str(tmp_path / "cache"), r.path)
+        ix.sync(r.fs)
+        sizes = []
+        for k in range(12):
+            edit_and_fold(ix, r.fs, root, 1 + k % 2)
+            j = Path(ix.dir) / JOURNAL_FILE
+            sizes.append(j.stat().st_size if j.exists() else 0)
+            assert sizes[-1] <= 400
+        assert 0 in sizes or min(sizes) < max(sizes)  # it was dropped along the way
+        got = read_state(os.path.join(ix.dir, STATE_FILE))
+        assert got is not None and got[0] == ix.entries
+        ix.close()
+    finally:
+        r.close()
