@@ -6,13 +6,15 @@ snapshot."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rootgrep.index import state as state_mod
 from rootgrep.index.plan import Q
 from rootgrep.index.state import JOURNAL_FILE, STATE_FILE, read_state
 from rootgrep.index.store import RootIndex
-from rootgrep.roots import pin_root
+from rootgrep.roots import Root, pin_root
 from rootgrep.walker import list_files
 
 
@@ -21,6 +23,21 @@ def make_tree(root: Path, files: int) -> None:
         d = root / f"d{i % 10}"
         d.mkdir(parents=True, exist_ok=True)
         (d / f"f{i:05d}.txt").write_text(f"file {i}\nword{i % 7}\n")
+
+
+@contextmanager
+def built(tmp_path: Path, files: int, name: str = "tree") -> Iterator[tuple[Path, Root, RootIndex]]:
+    """A tree of ``files`` files, pinned, and its index built (closed afterwards)."""
+    root = tmp_path / name
+    make_tree(root, files)
+    r = pin_root(str(root))
+    ix = RootIndex(str(tmp_path / f"cache-{name}"), r.path)
+    try:
+        ix.sync(r.fs)
+        yield root, r, ix
+    finally:
+        ix.close()
+        r.close()
 
 
 def edit_and_fold(ix: RootIndex, fs, root: Path, n: int) -> None:  # type: ignore[no-untyped-def]
@@ -36,12 +53,7 @@ def edit_and_fold(ix: RootIndex, fs, root: Path, n: int) -> None:  # type: ignor
 def test_bytes_written_per_edit_do_not_grow_with_the_tree(tmp_path: Path) -> None:
     grown = []
     for n in (40, 400):
-        root = tmp_path / f"tree{n}"
-        make_tree(root, n)
-        r = pin_root(str(root))
-        try:
-            ix = RootIndex(str(tmp_path / f"cache{n}"), r.path)
-            ix.sync(r.fs)
+        with built(tmp_path, n, f"tree{n}") as (root, r, ix):
             snap = os.stat(os.path.join(ix.dir, STATE_FILE))
             edit_and_fold(ix, r.fs, root, 10)
             after = os.stat(os.path.join(ix.dir, STATE_FILE))
@@ -50,24 +62,16 @@ def test_bytes_written_per_edit_do_not_grow_with_the_tree(tmp_path: Path) -> Non
             # what a reader makes of snapshot + journal is the state the writer holds
             got = read_state(os.path.join(ix.dir, STATE_FILE))
             assert got is not None and got[0] == ix.entries and got[1] == ix.synced_at
-            reopened = RootIndex(str(tmp_path / f"cache{n}"), r.path)
+            reopened = RootIndex(os.path.dirname(ix.dir), r.path)
             assert reopened.entries == ix.entries and reopened.ready
             assert sorted(reopened.candidates(Q("all"))) == sorted(list_files(r.fs))
             reopened.close()
-            ix.close()
-        finally:
-            r.close()
     assert grown[0] == grown[1] > 0  # the same ten edits: the same bytes, whatever the tree
 
 
 def test_a_follower_replays_only_what_was_appended(tmp_path: Path) -> None:
-    root = tmp_path / "tree"
-    make_tree(root, 30)
-    r = pin_root(str(root))
-    try:
-        writer = RootIndex(str(tmp_path / "cache"), r.path)
-        writer.sync(r.fs)
-        follower = RootIndex(str(tmp_path / "cache"), r.path)
+    with built(tmp_path, 30) as (root, r, writer):
+        follower = RootIndex(os.path.dirname(writer.dir), r.path)
         before = follower.entries
         (root / "d0" / "new.txt").write_text("a new file\n")
         (root / "d1" / "f00001.txt").unlink()
@@ -78,18 +82,10 @@ def test_a_follower_replays_only_what_was_appended(tmp_path: Path) -> None:
         assert follower._journal.applied == os.stat(os.path.join(writer.dir, JOURNAL_FILE)).st_size
         assert sorted(follower.candidates(Q("all"))) == sorted(list_files(r.fs))
         follower.close()
-        writer.close()
-    finally:
-        r.close()
 
 
 def test_a_torn_journal_tail_is_not_applied_and_the_next_sync_repairs(tmp_path: Path) -> None:
-    root = tmp_path / "tree"
-    make_tree(root, 20)
-    r = pin_root(str(root))
-    try:
-        ix = RootIndex(str(tmp_path / "cache"), r.path)
-        ix.sync(r.fs)
+    with built(tmp_path, 20) as (root, r, ix):
         edit_and_fold(ix, r.fs, root, 3)
         journal = os.path.join(ix.dir, JOURNAL_FILE)
         whole = Path(journal).read_bytes()
@@ -97,7 +93,7 @@ def test_a_torn_journal_tail_is_not_applied_and_the_next_sync_repairs(tmp_path: 
         ix.close()
         # a crash in the middle of the last append (the commit's second record)
         Path(journal).write_bytes(whole[:-5])
-        reopened = RootIndex(str(tmp_path / "cache"), r.path)
+        reopened = RootIndex(os.path.dirname(ix.dir), r.path)
         assert not reopened._journal.whole
         # the first record of the last edit stands: its file is pending, to be read again
         assert reopened.entries[b"d2/f00002.txt"].pending and not reopened.ready
@@ -109,17 +105,10 @@ def test_a_torn_journal_tail_is_not_applied_and_the_next_sync_repairs(tmp_path: 
         assert got is not None and got[0] == reopened.entries
         assert sorted(reopened.candidates(Q("all"))) == sorted(list_files(r.fs))
         reopened.close()
-    finally:
-        r.close()
 
 
 def test_a_journal_of_an_older_snapshot_is_ignored(tmp_path: Path) -> None:
-    root = tmp_path / "tree"
-    make_tree(root, 20)
-    r = pin_root(str(root))
-    try:
-        ix = RootIndex(str(tmp_path / "cache"), r.path)
-        ix.sync(r.fs)
+    with built(tmp_path, 20) as (root, r, ix):
         (root / "d0" / "late.txt").write_text("late\n")
         ix.sync(r.fs, only=[b"d0/late.txt"])
         journal = Path(ix.dir) / JOURNAL_FILE
@@ -134,21 +123,14 @@ def test_a_journal_of_an_older_snapshot_is_ignored(tmp_path: Path) -> None:
         got = read_state(os.path.join(ix.dir, STATE_FILE))
         assert got is not None and b"d0/late.txt" not in got[0]
         ix.close()
-        reopened = RootIndex(str(tmp_path / "cache"), r.path)
+        reopened = RootIndex(os.path.dirname(ix.dir), r.path)
         assert b"d0/late.txt" not in reopened.entries and reopened.ready
         reopened.close()
-    finally:
-        r.close()
 
 
 def test_a_full_journal_becomes_a_snapshot(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(state_mod, "JOURNAL_MIN_BYTES", 400)
-    root = tmp_path / "tree"
-    make_tree(root, 20)
-    r = pin_root(str(root))
-    try:
-        ix = RootIndex(str(tmp_path / "cache"), r.path)
-        ix.sync(r.fs)
+    with built(tmp_path, 20) as (root, r, ix):
         sizes = []
         for k in range(12):
             edit_and_fold(ix, r.fs, root, 1 + k % 2)
@@ -158,6 +140,3 @@ def test_a_full_journal_becomes_a_snapshot(tmp_path: Path, monkeypatch) -> None:
         assert 0 in sizes or min(sizes) < max(sizes)  # it was dropped along the way
         got = read_state(os.path.join(ix.dir, STATE_FILE))
         assert got is not None and got[0] == ix.entries
-        ix.close()
-    finally:
-        r.close()
