@@ -265,3 +265,20 @@ def test_snippets_show_the_definition_line_first_then_whole_matching_lines(
     finally:
         svc_manager.close()
         r.close()
+
+
+def test_a_cancelled_search_stops_while_it_ranks(indexed: tuple[Path, RootIndex]) -> None:
+    """``rank`` asks its ``check`` between the term queries of every signal, so a call whose
+    root was removed stops there, not after scoring every document."""
+    _, ix = indexed
+    asked = []
+
+    def check() -> None:
+        asked.append(1)
+        if len(asked) == 3:
+            raise RuntimeError("cancelled")
+
+    with pytest.raises(RuntimeError, match="cancelled"):
+        ix.rank(parse_search("Shape area widget"), check)
+    assert len(asked) == 3
+    assert ix.rank(parse_search("Shape area widget")).hits  # (the same search, not cancelled)

@@ -864,7 +864,7 @@ class RootIndex:
             must.append((Occur.Must, Query.all_query()))
         return Query.boolean_query(must)
 
-    def rank(self, p: ParsedSearch) -> Ranking:
+    def rank(self, p: ParsedSearch, check: Callable[[], None] | None = None) -> Ranking:
         """Every file that answers a search, with its score: cheap (no stored documents are
         read); ``Ranking.snippets_of`` makes the snippets of the few that are shown, from the
         files as they are now.
@@ -904,6 +904,8 @@ class RootIndex:
                 ("content", tok, WORD_SIGNAL),
             )
             for fld, term, weight in signals:
+                if check is not None:  # (a cancelled call stops between two term queries)
+                    check()
                 tq = Query.term_query(self.schema, fld, term)
                 for _, a in searcher.search(tq, limit=n, count=False).hits:
                     i = where.get((a.segment_ord, a.doc))

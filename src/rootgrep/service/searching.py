@@ -307,7 +307,7 @@ class Searching(ServiceBase):
             if place:
                 start = place + b"/" + start if start else place
             prune = nested.get(r.path)
-            ranking = ix.index.rank(parsed)
+            ranking = ix.index.rank(parsed, token.check)
             cut = len(place) + 1 if place else 0
             for score, rel, addr in ranking.hits:
                 if start and not rel.startswith(start + b"/") and rel != start:
