@@ -33,6 +33,7 @@ bench: install
 		--benchmark-columns=min,median,rounds --benchmark-sort=name \
 		--benchmark-json=.benchmarks/latest.json
 	$(BIN)/python benchmarks/report.py .benchmarks/latest.json
+	$(BIN)/python benchmarks/cli_process.py
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

@@ -904,7 +904,11 @@ class _Source:
 
         cache = args.cache_dir or default_cache_dir()
         q = {"pattern": query.pattern, "regex": query.regex, "case_sensitive": query.case_sensitive}
-        fresh, self.why = ask_fresh(cache, target.root, q, max_file_size=args.max_file_size)
+        try:
+            fresh, self.why = ask_fresh(cache, target.root, q, max_file_size=args.max_file_size)
+        except (OSError, RootgrepError) as e:  # (an index is an optimisation: scan live)
+            self.why = f"the index could not be asked ({_describe(e)})"
+            return
         if fresh is None:
             return
         self.batches = fresh.batches(target.root)

@@ -186,8 +186,9 @@ class FreshnessServer:
                 with conn:
                     try:
                         self._exchange(conn, served)
-                    except (OSError, ValueError) as e:  # a client that went away, or garbage
-                        log.info("a freshness request failed: %s", e)
+                    except Exception as e:  # a client that went away, garbage, a bug: the
+                        # asker scans live; this thread serves the next one
+                        log.info("a freshness request failed: %r", e)
 
     def _exchange(self, conn: socket.socket, served: _Served) -> None:
         conn.setblocking(True)
@@ -202,8 +203,8 @@ class FreshnessServer:
             if _unb64(request.get("root")) != served.root_path:
                 raise ValueError("the request names another root")
             answer, paths = self.answer(served.root_path, request)
-        except (ValueError, TypeError, KeyError) as e:
-            answer = {"fresh": False, "why": str(e)}
+        except Exception as e:  # (a bad request, or the index failed: the asker scans live)
+            answer = {"fresh": False, "why": f"{type(e).__name__}: {e}"}
         blob = b"\0".join(paths)
         answer["bytes"] = len(blob)
         conn.sendall(json.dumps(answer, separators=(",", ":")).encode() + b"\n" + blob)
