@@ -240,3 +240,26 @@ def test_the_cli_finds_the_cache_where_the_index_puts_it(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     assert freshness.default_cache_dir() == store.default_cache_dir()
+
+
+def test_a_killed_daemon_leaves_a_live_scan_and_its_successor_answers(tmp_path: Path) -> None:
+    """A daemon killed by SIGKILL leaves its socket file behind: the grep then finds nobody
+    answering and scans live; the next daemon replaces the socket and answers."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    first = start_daemon(tree, cache, slow_fold=True)
+    first.kill()
+    first.wait(15)
+    stop(first)
+    assert list(cache.glob("*/daemon.sock"))  # (left behind)
+    (tree / "b.py").write_text(f"{WORD} after the daemon died\n")
+    stats = same_as_rg(cache, WORD, str(tree))
+    assert "searched by live: no daemon keeps the index of" in stats, stats
+    second = start_daemon(tree, cache, slow_fold=True)
+    try:
+        (tree / "a.py").write_text("gone\n")
+        stats = same_as_rg(cache, WORD, str(tree))
+        assert "searched by index" in stats, stats
+    finally:
+        assert stop(second, 15) == 0
+    assert not list(cache.glob("*/daemon.sock"))  # (a clean stop removes its socket)
