@@ -34,6 +34,7 @@ bench: install
 		--benchmark-json=.benchmarks/latest.json
 	$(BIN)/python benchmarks/report.py .benchmarks/latest.json
 	$(BIN)/python benchmarks/index_peer.py
+	$(BIN)/python benchmarks/cli_process.py
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

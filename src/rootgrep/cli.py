@@ -7,7 +7,6 @@ stderr). Logs go to stderr; stdout carries only results.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re as _re
 import signal
@@ -24,7 +23,6 @@ import re2
 from . import __version__
 from .confine import display
 from .errors import InvalidPattern, RootgrepError
-from .globs import Globs
 from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Matcher, run_grep
 from .roots import Root, pin_root
 from .walker import DirBatch, Walker, WalkOptions
@@ -61,6 +59,18 @@ PATH, a directory that could not be read), also when other PATHs matched (as rg)
 Output is sorted by path (like `rg --sort path`); line numbers are always shown."""
 
 
+class _GrepHelp(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter without ``shutil`` (argparse makes one per ``add_argument``,
+    and the default asks ``shutil.get_terminal_size``: 2 ms of imports at every start)."""
+
+    def __init__(self, prog: str) -> None:
+        try:
+            width = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(2).columns
+        except (ValueError, OSError):
+            width = 80
+        super().__init__(prog, width=max(width - 2, 20))
+
+
 def _grep_parser() -> argparse.ArgumentParser:
     g = argparse.ArgumentParser(
         prog="rootgrep grep",
@@ -68,7 +78,7 @@ def _grep_parser() -> argparse.ArgumentParser:
         "       rootgrep grep [OPTIONS] -e PATTERN ... [PATH ...]",
         description=VERBS["grep"] + ", with ripgrep's flags",
         epilog=GREP_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_GrepHelp,
     )
     g.add_argument(
         "args",
@@ -172,6 +182,24 @@ def _grep_parser() -> argparse.ArgumentParser:
         help="skip files larger than this (default 20 MiB)",
     )
     g.add_argument("--symlinks", choices=("within", "never"), default="within")
+    g.add_argument(
+        "--no-index",
+        action="store_true",
+        help="always scan live (by default an index a running `rootgrep daemon` keeps fresh "
+        "is used when it holds the PATH: same answer, faster)",
+    )
+    g.add_argument(
+        "--stats",
+        action="store_true",
+        help="after the results, print counts, the time, and whether the index or a live "
+        "scan answered and why (on stdout as rg; on stderr with --json)",
+    )
+    g.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where to look for indexes (default: $ROOTGREP_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/rootgrep, else ~/.cache/rootgrep)",
+    )
     g.add_argument(
         "--threads",
         type=int,
@@ -390,6 +418,8 @@ def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
     entry: dict[str, object] = {"type": "http", "url": url}
     if auth:
         entry["headers"] = {"Authorization": "Bearer ${ROOTGREP_TOKEN}"}
+    import json
+
     snippet = json.dumps({"mcpServers": {"rootgrep": entry}}, indent=2)
     if roots:
         served = "operator roots: " + ", ".join(os.fsdecode(r.path) for r in roots)
@@ -503,24 +533,32 @@ def _say(console: Any, line: str) -> None:
 def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
     """Hold each index's writer for good (other processes read it and reload after commits),
     sync it, then keep it fresh from file-system events until SIGINT or SIGTERM."""
+    from .index.freshness import FreshnessServer
     from .index.manager import IndexManager
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     manager = IndexManager(cache, max_file_size=max_file_size, hold_writer=True)
+    # tells another process's grep which files changed since the last fold, so the CLI's
+    # grep can answer from these indexes exactly (see index/freshness.py)
+    answers = FreshnessServer(manager)
     try:
         for r in roots:
             ix = manager.activate(r, 0)
             manager.wait_built(r.path)
             if ix is not None:
                 what = ix.role if ix.error is None else f"failed: {ix.error}"
+                not_served = answers.serve(r.path)
+                if not_served is not None:
+                    what += f"; grep in other processes scans it live: {not_served}"
                 print(f"{os.fsdecode(r.path)}: {ix.state} ({what})", file=sys.stderr)
         print("watching; Ctrl-C to stop", file=sys.stderr, flush=True)
         while not stop.wait(1.0):
             pass
         return 0
     finally:
+        answers.close()
         manager.close()
         for r in roots:
             r.close()
@@ -529,6 +567,8 @@ def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
 def _search(args: argparse.Namespace) -> int:
     """Ranked search through the same service the MCP tool uses, after a sync (or with the
     index a daemon keeps fresh)."""
+    import json
+
     from .index.manager import IndexManager
     from .service import Service, Settings, Token
 
@@ -577,6 +617,8 @@ def _symbols_parser() -> argparse.ArgumentParser:
 
 def _symbols(args: argparse.Namespace) -> int:
     """Definitions by parsing the files live (the walker's rules: .gitignore, no hidden)."""
+    import json
+
     from .service import Service, Settings, Token
 
     dirs: list[str] = args.dirs or ["."]
@@ -751,7 +793,9 @@ def _one_line(msg: str) -> str:
 
 def _grep(args: argparse.Namespace) -> int:
     """``rg --sort path -n`` over confined roots: each directory PATH is pinned as a root and
-    walked; a file PATH is searched as the one entry of its pinned parent directory."""
+    walked (or its files found in an index a daemon keeps fresh: ``_Source``); a file PATH is
+    searched as the one entry of its pinned parent directory."""
+    began = time.perf_counter()
     patterns: list[str] = list(args.patterns)
     paths: list[str] = list(args.args)
     if not patterns:
@@ -770,7 +814,8 @@ def _grep(args: argparse.Namespace) -> int:
     given = paths or ["."]
     # (-H/-I say; else a path is printed unless one file PATH alone is searched, see below)
     sink = _Sink(out, args, before or after, args.with_filename is not False)
-    matched = searched = 0
+    matched = searched = files_matched = listed = 0
+    used: list[tuple[str, _Source]] = []
     failed = False
     try:
         for path in given:
@@ -789,7 +834,8 @@ def _grep(args: argparse.Namespace) -> int:
                     target.start,
                     WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore),
                 )
-                batches = walker.batches()
+                source = _Source(args, target, matcher.query)
+                batches = source.batches if source.batches is not None else walker.batches()
                 if rules is not None and not target.is_file:  # (a file PATH: always searched)
                     batches = _glob_batches(batches, target, rules)
                 try:
@@ -799,13 +845,17 @@ def _grep(args: argparse.Namespace) -> int:
                         sink,
                         max_file_size=args.max_file_size,
                         threads=args.threads,
+                        join=source.join,
                     )
                 except RootgrepError as e:  # the PATH vanished, or is a FIFO, ...
                     print(f"rootgrep: {path}: {_one_line(str(e))}", file=sys.stderr)
                     failed = True
                     continue
                 matched += stats.matches
+                files_matched += stats.files_matched
                 searched += stats.files_searched
+                listed += source.held
+                used.append((path, source))
                 for rel, why in walker.errors:
                     print(f"rootgrep: {display(target.shown(rel))}: {why}", file=sys.stderr)
                     failed = True
@@ -813,7 +863,9 @@ def _grep(args: argparse.Namespace) -> int:
                 target.root.close()
     finally:
         out.flush()
-    if not paths and not searched and not failed:
+    if args.stats:
+        _print_stats(args, matched, files_matched, searched, used, time.perf_counter() - began)
+    if not paths and not searched and not listed and not failed:
         # as rg: searching the working directory found no file at all (an error, status 2)
         print(
             "rootgrep: no files were searched: they are hidden, ignored or excluded by -g "
@@ -824,6 +876,73 @@ def _grep(args: argparse.Namespace) -> int:
     if failed:
         return 2
     return 0 if matched else 1
+
+
+class _Source:
+    """Where one directory PATH's files come from: the index a running daemon keeps fresh
+    (``index.freshness``: its candidates plus every file changed since its last fold, each
+    read and matched now, so the answer is a live scan's), else a live walk; ``why`` says
+    which and why. ``batches`` is None for a live walk."""
+
+    def __init__(self, args: argparse.Namespace, target: _Target, query: GrepQuery) -> None:
+        self.batches: Iterator[DirBatch] | None = None
+        self.join = True
+        self.held = 0  # files the index holds for the PATH (a walk counts its own)
+        self.kind = "live"
+        self.why = ""
+        if args.no_index:
+            self.why = "--no-index"
+        elif target.is_file:
+            self.why = "a file PATH is read directly"
+        elif args.hidden or args.no_ignore:
+            self.why = "--hidden/--no-ignore (an index holds what a default walk lists)"
+        else:
+            self._open(args, target, query)
+
+    def _open(self, args: argparse.Namespace, target: _Target, query: GrepQuery) -> None:
+        from .index.freshness import ask_fresh, default_cache_dir
+
+        cache = args.cache_dir or default_cache_dir()
+        q = {"pattern": query.pattern, "regex": query.regex, "case_sensitive": query.case_sensitive}
+        try:
+            fresh, self.why = ask_fresh(cache, target.root, q, max_file_size=args.max_file_size)
+        except (OSError, RootgrepError) as e:  # (an index is an optimisation: scan live)
+            self.why = f"the index could not be asked ({_describe(e)})"
+            return
+        if fresh is None:
+            return
+        self.batches = fresh.batches(target.root)
+        # (the candidates of a query with a required trigram mostly match: searched one by
+        # one, as the MCP grep does; without one, every text file is, in joined chunks)
+        self.join = not fresh.narrowed
+        self.held = fresh.held
+        self.kind = "index"
+        self.why += f"; {_files(fresh.changed).replace(' ', ' changed ')} read as they are now"
+
+
+def _print_stats(
+    args: argparse.Namespace,
+    lines: int,
+    files_matched: int,
+    searched: int,
+    used: list[tuple[str, _Source]],
+    seconds: float,
+) -> None:
+    """rg's ``--stats`` block (the counts rootgrep has), and which source answered each PATH."""
+    out = sys.stderr if args.json else sys.stdout
+    rows = [
+        "",
+        f"{lines} matched lines",
+        f"{files_matched} files contained matches",
+        f"{searched} files searched",
+    ]
+    for path, source in used:
+        where = f"{path}: " if len(used) > 1 else ""
+        rows.append(f"{where}searched by {source.kind}: {source.why}")
+    rows.append(f"{seconds:.6f} seconds")
+    out.flush()
+    out.write("\n".join(rows) + "\n")
+    out.flush()
 
 
 def _context_of(args: argparse.Namespace) -> tuple[int, int]:
@@ -918,6 +1037,8 @@ class _GlobRules:
     starting with ``!``, a file no GLOB selects is not searched (directories are entered)."""
 
     def __init__(self, globs: list[str]) -> None:
+        from .globs import Globs  # (pathspec: imported only when -g is given)
+
         self.globs = Globs(globs, "glob")
         self.whitelist = any(not g.startswith("!") for g in globs)
 
@@ -1040,6 +1161,8 @@ class _Sink:
         self.first = False
 
     def _json(self, fm: FileMatches) -> None:
+        import json
+
         assert self.target is not None
         root = self.target.root.identity()
         path = display(fm.path)

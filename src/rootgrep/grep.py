@@ -14,15 +14,17 @@ import collections
 import operator
 import re as _re
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import re2
 
 from . import confine
 from .errors import InvalidPattern
 from .walker import DirBatch
+
+if TYPE_CHECKING:  # (imported where threads are used: the CLI's start-up stays short)
+    from concurrent.futures import Future
 
 DEFAULT_MAX_FILE_SIZE = 20 << 20
 MAX_CONTEXT = 10
@@ -628,6 +630,8 @@ def run_grep(
                 if not deliver(search_chunk(m, chunk, join, room, cancelled)):
                     break
             return stats
+        from concurrent.futures import ThreadPoolExecutor
+
         inflight: collections.deque[Future[list[FileMatches]]] = collections.deque()
         with ThreadPoolExecutor(
             max_workers=threads - 1 or 1, thread_name_prefix="rootgrep"

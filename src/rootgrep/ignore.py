@@ -16,12 +16,19 @@ file never breaks a root.
 from __future__ import annotations
 
 import functools
-import logging
 from dataclasses import dataclass
 
 import re2
 
-log = logging.getLogger("rootgrep.ignore")
+
+def _warn(msg: str, *args: object) -> None:
+    """A warning on the ``rootgrep.ignore`` logger (logging is imported only then: the CLI's
+    start-up does without it)."""
+    import logging
+
+    logging.getLogger("rootgrep.ignore").warning(msg, *args)
+
+
 PART_RULES = 2000  # rules per RE2 set (one set of 5,200 ordinary rules exceeds RE2's 8 MiB)
 
 
@@ -71,7 +78,7 @@ def parse_rule(line: bytes) -> IgnoreRule | None:
     try:
         body = _glob_to_regex(line)
     except ValueError as e:
-        log.warning("ignore rule %r is not a valid glob (%s); skipped", _text(line), e)
+        _warn("ignore rule %r is not a valid glob (%s); skipped", _text(line), e)
         return None
     if not anchored:
         body = b"(?:.*/)?" + body
@@ -287,7 +294,7 @@ def _parse_cached(data: bytes, _lookups_from: int) -> IgnoreFile:
     except UnicodeDecodeError as e:
         # as ripgrep reads an ignore file: line by line up to the first one that is not
         # UTF-8 (its rules and all later ones are not used)
-        log.warning("an ignore file holds a line that is not UTF-8: rules from there on unused")
+        _warn("an ignore file holds a line that is not UTF-8: rules from there on unused")
         data = data[: data.rfind(b"\n", 0, e.start) + 1]
     rules = [r for r in map(parse_rule, data.split(b"\n")) if r is not None]
     return IgnoreFile(rules)
@@ -309,7 +316,7 @@ def _compile_parts(
             try:
                 rset.Add(r.regex)
             except re2.error:
-                log.warning("ignore rule %r does not compile; skipped", _shown(r))
+                _warn("ignore rule %r does not compile; skipped", _shown(r))
                 continue
             kept.append((pos, r))
         if not kept:
@@ -318,7 +325,7 @@ def _compile_parts(
             rset.Compile()
         except re2.error:
             if len(kept) == 1:
-                log.warning("ignore rule %r is too large to compile; skipped", _shown(kept[0][1]))
+                _warn("ignore rule %r is too large to compile; skipped", _shown(kept[0][1]))
                 continue
             half = len(kept) // 2  # over RE2's memory budget: halve it, keep the order
             pending.append(kept[half:])

@@ -1,0 +1,426 @@
+"""Another process's grep answered exactly from the index a running daemon keeps fresh.
+
+A ``rootgrep daemon`` (or ``index --watch``) keeps a root's index fresh: its watcher marks each
+changed path dirty, and dirty files are folded into the index about once a second. Another
+process (the CLI's ``grep``) could read the index, but not that dirty set, so the index alone
+may be up to a fold behind. The daemon therefore answers for it: one Unix socket per index
+folder (``daemon.sock``, in the 0700 cache dir: only the cache's owner can reach it; the peer's
+uid is checked as well). A request names the root, the asker's directory below it (by path
+and by device and inode) and the query; the daemon drains its watcher first
+(``Indexed.catch_up``: every change the kernel reported before the request is in the dirty
+set), then answers as its own MCP grep does (``service.searching._indexed_batches``): the dirty
+set, then the index's trigram candidates, plus every dirty file a walk lists, in walk order.
+The asker reads each of those files from disk now, beneath its own pinned directory, and
+matches it now: the answer equals a live scan's, and the asker never opens the index (no
+writer, no state file, no tantivy import: a rare literal on the standard library answers in
+tens of milliseconds).
+
+Not fresh (no daemon, a daemon still building, a watcher that lost events or is capped, an
+ignore file edited and not yet folded, more than ``MAX_DIRTY`` unfolded changes, a directory
+the index does not hold exactly): the asker scans live and says why.
+"""
+
+from __future__ import annotations
+
+import _socket  # (the C module: ``socket``'s enum set-up costs the CLI's start-up 1.5 ms)
+import base64
+import contextlib
+import errno
+import json
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..confine import display, strip_prefix
+from ..errors import RootgrepError
+from ..roots import Root
+from ..walker import DirBatch, Walker, order_key, path_batches
+from .cache import CacheDir, IndexFolder, folder_name
+
+if TYPE_CHECKING:
+    import socket
+
+    from .manager import IndexManager
+
+SOCKET_NAME = "daemon.sock"
+PROTOCOL = 1
+MAX_DIRTY = 20_000  # more unfolded changes than this: not fresh (the answer stays small)
+MAX_LINE = 64 << 10  # a request line
+MAX_ANSWER = 1 << 30  # the paths of an answer (NUL-separated); an index of 10M files fits
+TIMEOUT_SECONDS = 5.0  # hang guard on either side of one exchange
+_PEERCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def default_cache_dir() -> str:
+    """``$ROOTGREP_CACHE_DIR``, else ``$XDG_CACHE_HOME/rootgrep``, else ``~/.cache/rootgrep``:
+    the rule of ``store.default_cache_dir``, repeated here because importing ``store`` costs
+    tantivy's import (20 ms) that a live grep never needs; a test keeps the two equal."""
+    env = os.environ.get("ROOTGREP_CACHE_DIR")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "rootgrep")
+
+
+def _b64(b: bytes) -> str:
+    return base64.b64encode(b).decode("ascii")
+
+
+def _unb64(s: object) -> bytes:
+    if not isinstance(s, str):
+        raise ValueError("not a string")
+    return base64.b64decode(s.encode("ascii"), validate=True)
+
+
+def _socket_path(folder: IndexFolder) -> str:
+    # (bind and connect take a path: the folder's pinned fd, through /proc, never its name)
+    return f"/proc/self/fd/{folder.fs.fd}/{SOCKET_NAME}"
+
+
+def _peer_uid(conn: socket.socket | _socket.socket) -> int:
+    _pid, uid, _gid = _PEERCRED.unpack(
+        conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _PEERCRED.size)
+    )
+    return uid
+
+
+def _read_line(conn: socket.socket, limit: int) -> bytes:
+    buf = bytearray()
+    while b"\n" not in buf:
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+        if len(buf) > limit:
+            raise ValueError("line too long")
+    return bytes(buf).partition(b"\n")[0]
+
+
+# -- the daemon's side -------------------------------------------------------------------------
+
+
+@dataclass
+class _Served:
+    root_path: bytes
+    folder: IndexFolder
+    sock: socket.socket
+    ino: int  # the socket file's inode (removed at close only if it is still this one)
+
+
+class FreshnessServer:
+    """The daemon's answers: one listening socket per served index, one thread for all."""
+
+    def __init__(self, manager: IndexManager) -> None:
+        import selectors
+        import socket
+
+        self.manager = manager
+        self._served: list[_Served] = []
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._readable = selectors.EVENT_READ
+        self._selector.register(self._wake_r, self._readable, None)
+        self._thread: Any = None  # (threading.Thread, made on first use)
+        self._closed = False
+
+    def serve(self, root_path: bytes) -> str | None:
+        """Answer for the index of ``root_path`` (its own index: not a view of an outer one).
+        None when served; else why not (another live daemon serves it already, or no index)."""
+        import socket
+
+        ix = self.manager.get(root_path)
+        if ix is None or ix.index is None:
+            return "no index of its own here"
+        folder = ix.index.folder
+        path = _socket_path(folder)
+        if folder.stat(SOCKET_NAME) is not None:
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            probe.settimeout(TIMEOUT_SECONDS)
+            try:
+                probe.connect(path)
+                return "another daemon answers for this index already"
+            except OSError:  # left by a daemon that died: replaced
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(SOCKET_NAME, dir_fd=folder.fs.fd)
+            finally:
+                probe.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            sock.bind(path)
+            sock.listen(16)
+            sock.setblocking(False)
+            st = folder.stat(SOCKET_NAME)
+        except OSError as e:
+            sock.close()
+            return f"cannot listen ({e.strerror or e})"
+        served = _Served(root_path, folder, sock, st.st_ino if st is not None else -1)
+        self._served.append(served)
+        self._selector.register(sock, self._readable, served)
+        if self._thread is None:
+            import threading
+
+            self._thread = threading.Thread(
+                target=self._loop, name="rootgrep-freshness", daemon=True
+            )
+            self._thread.start()
+        return None
+
+    def _loop(self) -> None:
+        import logging
+
+        log = logging.getLogger("rootgrep.index")
+        while not self._closed:
+            for key, _ in self._selector.select():
+                served = key.data
+                if served is None:  # woken to close
+                    return
+                try:
+                    conn, _addr = served.sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as e:
+                    log.warning("freshness socket of %r: %s", served.root_path, e)
+                    continue
+                with conn:
+                    try:
+                        self._exchange(conn, served)
+                    except Exception as e:  # a client that went away, garbage, a bug: the
+                        # asker scans live; this thread serves the next one
+                        log.info("a freshness request failed: %r", e)
+
+    def _exchange(self, conn: socket.socket, served: _Served) -> None:
+        conn.setblocking(True)
+        conn.settimeout(TIMEOUT_SECONDS)
+        if _peer_uid(conn) != os.geteuid():
+            return  # (the cache dir is 0700; a peer of another uid is refused all the same)
+        request = json.loads(_read_line(conn, MAX_LINE) or b"null")
+        paths: list[bytes] = []
+        try:
+            if not isinstance(request, dict) or request.get("v") != PROTOCOL:
+                raise ValueError("a request of another version of rootgrep")
+            if _unb64(request.get("root")) != served.root_path:
+                raise ValueError("the request names another root")
+            answer, paths = self.answer(served.root_path, request)
+        except Exception as e:  # (a bad request, or the index failed: the asker scans live)
+            answer = {"fresh": False, "why": f"{type(e).__name__}: {e}"}
+        blob = b"\0".join(paths)
+        answer["bytes"] = len(blob)
+        conn.sendall(json.dumps(answer, separators=(",", ":")).encode() + b"\n" + blob)
+
+    def answer(
+        self, root_path: bytes, request: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        """Fresh, with the files the asker must read (relative to its directory, in walk
+        order), or why not. The watcher is drained first (``catch_up``)."""
+        from ..grep import DEFAULT_MAX_FILE_SIZE
+        from .manager import shareable
+        from .plan import plan
+
+        place = _unb64(request["place"])
+        identity = (int(request["dev"]), int(request["ino"]))
+        query = request["q"]
+        q = plan(str(query["pattern"]), regex=bool(query["regex"]),
+                 case_sensitive=bool(query["case_sensitive"]))  # fmt: skip
+        ix = self.manager.get(root_path)
+        if ix is None or ix.stop.is_set():
+            return {"fresh": False, "why": "the daemon no longer indexes it"}, []
+        store = ix.index
+        if ix.state != "ready" or store is None or not store.ready or store.foreign:
+            state = ix.state if ix.state != "ready" else "being folded"
+            return {"fresh": False, "why": f"the daemon's index is {state}"}, []
+        comps = place.split(b"/") if place else []
+        if comps and not shareable(ix.fs, comps, identity):
+            return {"fresh": False, "why": "its index does not hold exactly this directory's "
+                    "files (a hidden directory or an ignore file on the way)"}, []  # fmt: skip
+        if not comps and ix.identity != identity:
+            return {"fresh": False, "why": "its index is of another directory"}, []
+        if not ix.catch_up():
+            return {"fresh": False, "why": "the daemon's watcher could not catch up"}, []
+        if not ix.answers_exactly():
+            return {"fresh": False, "why": "a re-sync is pending (an ignore file changed, or "
+                    "the watcher lost events)"}, []  # fmt: skip
+        # the dirty set first: a fold that lands in between leaves a changed file in one of
+        # the two (dirty, or the candidates), never in neither
+        dirty = ix.dirty_snapshot()
+        if len(dirty) > MAX_DIRTY:
+            why = f"{len(dirty)} changed paths are not folded in yet"
+            return {"fresh": False, "why": why}, []
+        paths = store.candidates(q)  # (in walk order)
+        changed = Walker(ix.fs).listed(dirty) if dirty else set()
+        if changed:
+            paths = sorted(changed.union(paths), key=order_key)
+        held = store.file_count
+        if comps:
+            below = place + b"/"
+            cut = len(below)
+            paths = [p[cut:] for p in paths if p.startswith(below)]
+            changed = {p for p in changed if p.startswith(below)}
+            held = store.count_below(place)[0]
+        answer = {
+            "fresh": True,
+            "pid": os.getpid(),
+            "max_file_size": self.manager.max_file_size or DEFAULT_MAX_FILE_SIZE,
+            "changed": len(changed),
+            "held": held + len(changed),
+            "narrowed": q.op != "all",
+        }
+        return answer, paths
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._thread is not None:
+            self._thread.join(TIMEOUT_SECONDS)
+        for s in self._served:
+            st = None if s.folder.closed else s.folder.stat(SOCKET_NAME)
+            if st is not None and st.st_ino == s.ino:  # (still ours: not a successor's)
+                with contextlib.suppress(OSError):
+                    os.unlink(SOCKET_NAME, dir_fd=s.folder.fs.fd)
+            s.sock.close()
+        self._served.clear()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+# -- the asking side ---------------------------------------------------------------------------
+
+
+@dataclass
+class FreshAnswer:
+    """What a daemon answered for one directory: the files to read (relative to it, in walk
+    order), how many of them changed since the index's last fold, and how many files the
+    index holds there."""
+
+    paths: list[bytes]
+    changed: int
+    held: int
+    narrowed: bool  # by trigrams (else every text file is a candidate)
+    why: str  # which daemon answered, for --stats
+
+    def batches(self, target: Root) -> Iterator[DirBatch]:
+        return path_batches(target.fs, self.paths)
+
+
+def ask_fresh(
+    cache_dir: str, target: Root, query: dict[str, Any], *, max_file_size: int
+) -> tuple[FreshAnswer | None, str]:
+    """The files of ``target`` that can match ``query`` (``pattern``, ``regex``,
+    ``case_sensitive``), from the index of it (or of a directory above it) that a running
+    daemon keeps fresh; or None and why not (the grep then scans live). Nothing in the cache
+    is created or written; an index folder is only locked shared while its daemon is asked."""
+    if not os.path.isdir(cache_dir):
+        return None, f"no index cache at {cache_dir}"
+    try:
+        cache = CacheDir.open(cache_dir)
+    except RootgrepError as e:
+        return None, f"the index cache is unusable: {e}"
+    try:
+        names = set(cache.names())
+        first_why = ""
+        for above in _self_and_ancestors(target.path):
+            if folder_name(above) not in names:
+                continue
+            found, why = _ask_index(cache, above, target, query, max_file_size)
+            if found is not None:
+                return found, why
+            first_why = first_why or why
+        return None, first_why or (
+            f"no index of {display(target.path)} or of a directory above it in {cache_dir}"
+        )
+    finally:
+        cache.close()
+
+
+def _self_and_ancestors(path: bytes) -> Iterator[bytes]:
+    while True:
+        yield path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+
+
+def _ask_index(
+    cache: CacheDir, above: bytes, target: Root, query: dict[str, Any], max_file_size: int
+) -> tuple[FreshAnswer | None, str]:
+    shown = display(above)
+    comps = strip_prefix(target.path, above)
+    if comps is None:
+        return None, f"{shown} does not hold {display(target.path)}"
+    dev, ino = target.fs.identity()
+    request = {"v": PROTOCOL, "root": _b64(above), "place": _b64(b"/".join(comps)),
+               "dev": dev, "ino": ino, "q": query}  # fmt: skip
+    folder = cache.open_index(above)  # (locked shared: never evicted while it is asked)
+    try:
+        header, blob, why = _exchange(folder, above, request)
+    finally:
+        folder.close()
+    if header is None:
+        return None, why
+    if max_file_size > int(header.get("max_file_size", 0)):
+        return None, "--max-file-size is above the daemon's (its index lacks larger files)"
+    paths = blob.split(b"\0") if blob else []
+    if any(not p or p.startswith(b"/") for p in paths):
+        return None, f"the daemon of {shown} answered nonsense"
+    pid = int(header.get("pid", 0))
+    why = f"the index of {shown}, kept fresh by rootgrep daemon pid {pid}"
+    counts = int(header.get("changed", 0)), int(header.get("held", 0))
+    return FreshAnswer(paths, *counts, bool(header.get("narrowed")), why), why
+
+
+def _exchange(
+    folder: IndexFolder, root_path: bytes, request: dict[str, Any]
+) -> tuple[dict[str, Any] | None, bytes, str]:
+    """The daemon's answer (header and paths blob) for this index, or None and why not."""
+    shown = display(root_path)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    sock.settimeout(TIMEOUT_SECONDS)
+    try:
+        try:
+            sock.connect(_socket_path(folder))
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ECONNREFUSED):
+                return (
+                    None,
+                    b"",
+                    (
+                        f"no daemon keeps the index of {shown} fresh (`rootgrep daemon {shown}` "
+                        "would; an index without one may be stale)"
+                    ),
+                )
+            return None, b"", f"the daemon of {shown} cannot be reached ({e.strerror or e})"
+        if _peer_uid(sock) != os.geteuid():
+            return None, b"", f"the daemon socket of {shown} belongs to another user"
+        sock.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+        buf = bytearray()
+        while b"\n" not in buf:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                raise ValueError("the connection closed")
+            buf += chunk
+            if len(buf) > MAX_LINE and b"\n" not in buf:
+                raise ValueError("an answer header too long")
+        line, _, rest = bytes(buf).partition(b"\n")
+        header = json.loads(line)
+        if not isinstance(header, dict):
+            raise ValueError("not an answer")
+        if not header.get("fresh"):
+            return None, b"", f"the daemon of {shown} says: {header.get('why', 'not fresh')}"
+        size = int(header.get("bytes", 0))
+        if not 0 <= size <= MAX_ANSWER:
+            raise ValueError(f"an answer of {size} bytes")
+        blob = bytearray(rest)
+        while len(blob) < size:
+            chunk = sock.recv(min(1 << 20, size - len(blob)))
+            if not chunk:
+                raise ValueError("the answer was cut short")
+            blob += chunk
+    except (OSError, ValueError) as e:
+        return None, b"", f"the daemon of {shown} did not answer ({e})"
+    finally:
+        sock.close()
+    return header, bytes(blob[:size]), ""

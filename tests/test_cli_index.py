@@ -1,0 +1,265 @@
+"""``rootgrep grep`` answers from the index a running daemon keeps fresh, exactly as a live
+scan (ripgrep) does, and scans live otherwise (``--stats`` says which ran and why)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import MARKER, RG, ROOTGREP, assert_no_marker, stop
+
+ENV = {k: v for k, v in os.environ.items() if k != "RIPGREP_CONFIG_PATH"}
+WORD = "frobnicate_widget"
+# a daemon that never folds changes on its own: every edit stays in its dirty set, so the
+# CLI's answer after an edit can only be right if the dirty set reaches it
+SLOW_FOLD = (
+    "import sys; import rootgrep.index.manager as m; m.FLUSH_SECONDS = 3600.0; "
+    "from rootgrep.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def make_tree(root: Path) -> Path:
+    tree = root / "tree"
+    (tree / "pkg" / "sub").mkdir(parents=True)
+    # (.ignore: rg reads a .gitignore only in a git repository; and not at the top, where
+    # a walk from a directory below would not read it, so the index could not serve one)
+    (tree / "pkg" / ".ignore").write_text("*.log\n")
+    (tree / "a.py").write_text(f"def {WORD}():\n    return 1\n")
+    (tree / "b.py").write_text("nothing here\n" * 50)
+    (tree / "pkg" / "c.py").write_text(f"x = 1\n# call {WORD} later\ny = 2\n")
+    (tree / "pkg" / "sub" / "d.txt").write_text(f"{WORD.upper()}\n{WORD}\n")
+    (tree / "pkg" / "gone.py").write_text(f"{WORD} in a file that will be removed\n")
+    (tree / "pkg" / "skip.log").write_text(f"{WORD} ignored\n")
+    (tree / "bin.dat").write_bytes(b"\0\1\2" + WORD.encode())
+    for i in range(30):
+        (tree / "pkg" / f"f{i}.py").write_text(f"value_{i} = {i}\n")
+    return tree
+
+
+def grep(cache: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [ROOTGREP, "grep", "--cache-dir", str(cache), *args],
+        capture_output=True, cwd=cwd, env=ENV, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def rg(*args: str, cwd: Path | None = None) -> bytes:
+    out = subprocess.run([RG, "-n", "--sort", "path", *args], capture_output=True, cwd=cwd,
+                         env=ENV, timeout=120, check=False)  # fmt: skip
+    return out.stdout
+
+
+def split_stats(out: bytes) -> tuple[bytes, str]:
+    """(the results, the --stats block) of a grep's stdout."""
+    lines = out.split(b"\n")
+    for i in range(len(lines) - 2, -1, -1):
+        if lines[i] == b"" and lines[i + 1].endswith(b" matched lines"):
+            return b"\n".join(lines[:i]) + (b"\n" if i else b""), b"\n".join(lines[i:]).decode()
+    raise AssertionError(f"no --stats block in {out!r}")
+
+
+def start_daemon(tree: Path, cache: Path, *, slow_fold: bool) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-c", SLOW_FOLD] if slow_fold else [ROOTGREP]
+    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache)}
+    daemon = subprocess.Popen([*cmd, "daemon", str(tree)], env=env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    assert daemon.stderr is not None
+    seen = []
+    while "watching" not in (line := daemon.stderr.readline()):
+        seen.append(line)
+        if not line:
+            stop(daemon)
+            raise AssertionError(f"the daemon exited: {''.join(seen)}")
+    assert not any("scans it live" in s for s in seen), seen  # it serves its index
+    return daemon
+
+
+def same_as_rg(cache: Path, *args: str, cwd: Path | None = None) -> str:
+    """Run the grep with --stats; assert its results are rg's; return the stats block."""
+    mine = grep(cache, "--stats", *args, cwd=cwd)
+    assert mine.returncode in (0, 1), mine.stderr
+    results, stats = split_stats(mine.stdout)
+    assert results == rg(*args, cwd=cwd)
+    return stats
+
+
+def test_no_index_cache_scans_live_and_creates_nothing(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "no-cache"
+    stats = same_as_rg(cache, WORD, str(tree))
+    assert f"searched by live: no index cache at {cache}" in stats
+    assert not cache.exists()  # (looking never creates the cache)
+
+
+def test_a_cache_without_an_index_of_the_path_scans_live(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "o.py").write_text(f"{WORD}\n")
+    subprocess.run([ROOTGREP, "index", str(other), "--cache-dir", str(cache)], env=ENV,
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    stats = same_as_rg(cache, WORD, str(tree))
+    assert f"no index of {tree} or of a directory above it in {cache}" in stats
+
+
+def test_an_index_no_daemon_keeps_fresh_is_not_trusted(tmp_path: Path) -> None:
+    """Built by ``rootgrep index`` and then edited: nothing knows what changed since, so the
+    grep scans live, and the edit is seen."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    subprocess.run([ROOTGREP, "index", str(tree), "--cache-dir", str(cache)], env=ENV,
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    (tree / "b.py").write_text(f"now {WORD} is here\n")
+    (tree / "a.py").write_text("no longer\n")
+    stats = same_as_rg(cache, WORD, str(tree))
+    assert "searched by live: no daemon keeps the index of" in stats
+    assert b"b.py:1:now" in grep(cache, WORD, str(tree)).stdout
+
+
+def test_a_daemons_index_answers_and_edits_after_it_was_built_are_seen(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    daemon = start_daemon(tree, cache, slow_fold=True)
+    try:
+        stats = same_as_rg(cache, WORD, str(tree))
+        assert "searched by index: the index of" in stats, stats
+        assert "0 changed files" in stats
+        # edits the daemon has not folded into its index: only its dirty set knows them
+        (tree / "b.py").write_text(f"nothing\nnow {WORD} is here\n")  # gains a match
+        (tree / "a.py").write_text("def renamed():\n    return 1\n")  # loses its match
+        (tree / "pkg" / "gone.py").unlink()
+        (tree / "pkg" / "new.py").write_text(f"import {WORD}\n")  # a new file
+        (tree / "pkg" / "new.log").write_text(f"{WORD}\n")  # new, but ignored
+        for args in ([WORD], ["-i", WORD], ["-c", WORD], ["-l", "-F", WORD], [r"now \w+"]):
+            stats = same_as_rg(cache, *args, str(tree))
+            assert "searched by index" in stats, stats
+        out = grep(cache, WORD, str(tree)).stdout
+        assert b"b.py:2:now" in out and b"new.py" in out and b"a.py" not in out
+        assert b"gone.py" not in out and b"new.log" not in out
+        assert "3 changed files read as they are now" in stats  # b.py, a.py, new.py
+        # a directory below the daemon's root shares its index (relative output too)
+        stats = same_as_rg(cache, WORD, "pkg", cwd=tree)
+        assert "searched by index" in stats
+        stats = same_as_rg(cache, WORD, cwd=tree / "pkg")
+        assert "searched by index" in stats
+    finally:
+        assert stop(daemon, 15) == 0
+
+
+def test_an_ignore_file_between_the_index_root_and_the_path_scans_live(tmp_path: Path) -> None:
+    """The index of the tree lists what a walk from the tree lists; a walk from pkg/sub/
+    does not read pkg/.ignore, and so may list other files: live."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    daemon = start_daemon(tree, cache, slow_fold=False)
+    try:
+        stats = same_as_rg(cache, WORD, str(tree / "pkg" / "sub"))
+        assert "searched by live" in stats and "an ignore file on the way" in stats, stats
+    finally:
+        assert stop(daemon, 15) == 0
+
+
+def test_a_folding_daemon_answers_the_same(tmp_path: Path) -> None:
+    """With the daemon's usual folding (once a second) the answer is the same whether an
+    edit is still dirty or already folded in."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    daemon = start_daemon(tree, cache, slow_fold=False)
+    try:
+        for i in range(5):
+            (tree / "pkg" / f"f{i}.py").write_text(f"{WORD}_{i} = {i}\n")
+            stats = same_as_rg(cache, WORD, str(tree))
+            assert "searched by" in stats
+    finally:
+        assert stop(daemon, 15) == 0
+
+
+def test_no_index_never_opens_the_index(tmp_path: Path) -> None:
+    """With a daemon serving a fresh index, ``--no-index`` scans live: no module of the index
+    package is even imported (so no cache, socket or index file is opened)."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    daemon = start_daemon(tree, cache, slow_fold=True)
+    code = (
+        "import sys\nfrom rootgrep.cli import main\n"
+        f"code = main(['grep', '--no-index', '--stats', '--cache-dir', {str(cache)!r}, "
+        f"{WORD!r}, {str(tree)!r}])\nsys.stdout.flush()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('rootgrep.index')), "
+        "file=sys.stderr)\nsys.exit(code)\n"
+    )
+    try:
+        assert "searched by index" in same_as_rg(cache, WORD, str(tree))  # (it could)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=ENV,
+                             timeout=120, check=False)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.strip() == b"[]"
+        results, stats = split_stats(out.stdout)
+        assert results == rg(WORD, str(tree))
+        assert "searched by live: --no-index" in stats
+    finally:
+        assert stop(daemon, 15) == 0
+
+
+def test_nothing_outside_the_path_is_read_through_the_index(tmp_path: Path) -> None:
+    """The daemon indexes the whole tree, a secret included; a grep of a directory below it
+    answers from that index but never shows a file outside that directory."""
+    tree = make_tree(tmp_path)
+    (tree / "secret.txt").write_text(f"{WORD} {MARKER}\n")
+    cache = tmp_path / "cache"
+    daemon = start_daemon(tree, cache, slow_fold=True)
+    try:
+        (tree / "secret2.txt").write_text(f"{WORD} {MARKER}\n")  # dirty, outside pkg/
+        out = grep(cache, "--stats", WORD, str(tree / "pkg"))
+        assert "searched by index" in out.stdout.decode()
+        assert_no_marker(out.stdout, out.stderr)
+        assert split_stats(out.stdout)[0] == rg(WORD, str(tree / "pkg"))
+    finally:
+        assert stop(daemon, 15) == 0
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"ROOTGREP_CACHE_DIR": "/x/rg-cache"},
+        {"XDG_CACHE_HOME": "/x/xdg"},
+        {"HOME": "/x/home"},
+    ],
+)
+def test_the_cli_finds_the_cache_where_the_index_puts_it(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rootgrep.index import freshness, store
+
+    for k in ("ROOTGREP_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert freshness.default_cache_dir() == store.default_cache_dir()
+
+
+def test_a_killed_daemon_leaves_a_live_scan_and_its_successor_answers(tmp_path: Path) -> None:
+    """A daemon killed by SIGKILL leaves its socket file behind: the grep then finds nobody
+    answering and scans live; the next daemon replaces the socket and answers."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    first = start_daemon(tree, cache, slow_fold=True)
+    first.kill()
+    first.wait(15)
+    stop(first)
+    assert list(cache.glob("*/daemon.sock"))  # (left behind)
+    (tree / "b.py").write_text(f"{WORD} after the daemon died\n")
+    stats = same_as_rg(cache, WORD, str(tree))
+    assert "searched by live: no daemon keeps the index of" in stats, stats
+    second = start_daemon(tree, cache, slow_fold=True)
+    try:
+        (tree / "a.py").write_text("gone\n")
+        stats = same_as_rg(cache, WORD, str(tree))
+        assert "searched by index" in stats, stats
+    finally:
+        assert stop(second, 15) == 0
+    assert not list(cache.glob("*/daemon.sock"))  # (a clean stop removes its socket)
