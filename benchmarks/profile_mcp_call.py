@@ -1,17 +1,20 @@
 """Where one MCP ``grep`` call's time goes, stage by stage, on both sides of a stdio session.
 
 Usage: ``.venv/bin/python benchmarks/profile_mcp_call.py [--corpus DIR] [--calls N]
-[--cache-dir DIR] [--case KEY]...`` (default corpus: the interpreter's lib folder, F; keep the
-cache dir between runs to skip the first build). The script starts ``rootgrep serve
---transport stdio`` as a child of itself (``--child``), with time stamps around the stages of
-a call (the SDK's and rootgrep's own functions, wrapped before the server starts), waits until
-the index is ready, then makes N calls per case through the real ``Client``, itself timed the
-same way on the client side. It prints, per case, each stage's mean time per call in ms.
+[--cache-dir DIR] [--case KEY]... [--max-answer-chars N]`` (default corpus: the interpreter's
+lib folder, F; keep the cache dir between runs to skip the first build; with
+``PYTHONPATH=<other checkout>/src`` it profiles that version of the server). The script
+starts ``rootgrep serve --transport stdio`` as a child of itself (``--child``), with time
+stamps around the stages of a call (the SDK's and rootgrep's own functions, wrapped before the
+server starts), waits until the index is ready, then makes N calls per case through the real
+``Client``, itself timed the same way on the client side. It prints, per case, each stage's
+mean time per call in ms.
 
-Stages nest (``server: tool call`` holds ``rootgrep: call``, which holds ``rootgrep: work in
-thread``...); the indentation shows it. ``to_thread hop`` is the time spent getting into and
-out of a worker thread (``anyio.to_thread.run_sync`` minus the work it ran). For a sampling
-profile of the server instead, run it under py-spy (a dev tool, not a dependency):
+Stages nest (``server: tool call`` holds ``rootgrep: call``, which holds ``rootgrep:
+Service.grep``...): the rows overlap, they do not add up. ``to_thread hop`` is the time spent
+getting into and out of worker threads (``anyio.to_thread.run_sync`` minus the work it ran;
+the stdio transport's own reads and writes included). For a sampling profile of the server
+instead, run it under py-spy (a dev tool, not a dependency):
 ``py-spy record -o prof.svg -- .venv/bin/rootgrep serve ...``.
 """
 
@@ -230,10 +233,12 @@ def parent_main(ns: argparse.Namespace) -> None:
     argv = [
         os.path.abspath(__file__), "--child", stats_name, "--", "serve",
         "--transport", "stdio", "--root", ns.corpus, "--cache-dir", ns.cache_dir,
+        "--max-answer-chars", str(ns.max_answer_chars),
     ]  # fmt: skip
 
     async def run() -> None:
-        params = StdioServerParameters(command=sys.executable, args=argv)
+        # (the whole environment: PYTHONPATH=<other checkout>/src profiles another version)
+        params = StdioServerParameters(command=sys.executable, args=argv, env=dict(os.environ))
         async with Client(stdio_client(params), mode="legacy", read_timeout_seconds=900) as c:
             t0 = time.monotonic()
             while True:
@@ -290,6 +295,12 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=30, help="timed calls per case")
     p.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "rootgrep-prof"))
     p.add_argument("--case", action="append", choices=sorted(CASES), help="(repeatable)")
+    p.add_argument(
+        "--max-answer-chars",
+        type=int,
+        default=100_000,
+        help="the server's answer budget (as the benchmark: 1,000 lines fit)",
+    )
     parent_main(p.parse_args())
 
 
