@@ -665,6 +665,10 @@ def _register(mcp: RootgrepServer, spec: ToolSpec[Any, Any]) -> None:
     meta = registered.fn_metadata
     if meta.output_schema is not None:
         meta.output_schema = inline_refs(meta.output_schema)
+        # published, not checked again here: the structured content is the result model's
+        # own dump (``call``), and re-validating it parsed every item of a page into models
+        # a second time per call (a client checks it against the schema anyway)
+        meta.output_model = None
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:

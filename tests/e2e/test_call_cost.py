@@ -152,6 +152,33 @@ async def test_a_call_hops_to_one_worker_thread_and_builds_no_class(
     assert classes == []
 
 
+async def test_answers_are_checked_against_their_schema_by_the_client_only(
+    make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server does not validate each answer's structured content again against its
+    result model (it is that model's own dump; the client checks it against the published
+    schema): a page of matches is not parsed into models a second time per call."""
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+
+    root = tree(tmp_path)
+    server = make_server([root])
+    checks: list[Any] = []
+    adapter = FuncMetadata._output_adapter
+
+    def counting(self: FuncMetadata, model: Any) -> Any:
+        checks.append(model)
+        return adapter(self, model)
+
+    monkeypatch.setattr(FuncMetadata, "_output_adapter", counting)
+    async with connect(server, "legacy") as c:
+        for tool, args in [("grep", {"pattern": "return"}), ("list_roots", {})]:
+            r = await c.call_tool(tool, args)  # (the client's check passes)
+            assert not r.is_error and r.structured_content, text(r)
+        listed = {t.name: t.output_schema for t in (await c.list_tools()).tools}
+    assert checks == []
+    assert all(schema is not None for schema in listed.values())
+
+
 async def test_symbols_are_read_once_per_file_and_commit(
     make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
