@@ -65,11 +65,14 @@ def cache_dir() -> Iterator[str]:
 
 
 @contextmanager
-def connect(portal: BlockingPortal, argv: Sequence[str]) -> Iterator[Client]:
+def connect(
+    portal: BlockingPortal, argv: Sequence[str], env: dict[str, str] | None = None
+) -> Iterator[Client]:
     """A handshake-era client session with a stdio server child (no roots capability, so
     rootgrep serves its operator roots). Every request is bounded by ``CALL_TIMEOUT``; the
-    child's stderr goes to a temporary file and is attached to any failure."""
-    params = StdioServerParameters(command=argv[0], args=list(argv[1:]))
+    child's stderr goes to a temporary file and is attached to any failure. ``env``: the
+    child's whole environment (default: the SDK's short list of safe variables)."""
+    params = StdioServerParameters(command=argv[0], args=list(argv[1:]), env=env)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
         try:
             client = Client(

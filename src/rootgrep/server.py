@@ -32,6 +32,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 from mcp.server import ServerRequestContext
+from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
@@ -71,9 +72,10 @@ def _modern(ctx: Context) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def roots_for_call(ctx: Context) -> ListRoots | None:
+async def roots_for_call(ctx: Context) -> ListRoots | None:
     """Resolver: on 2026-07-28, ask for the client's roots with this call (when the request
-    declares the capability). Handshake-era calls use the roots kept per connection."""
+    declares the capability). Handshake-era calls use the roots kept per connection. (A
+    coroutine: the SDK runs a plain function resolver in a worker thread, a hop per call.)"""
     if not _modern(ctx):
         return None
     caps = ctx.client_capabilities
@@ -81,6 +83,12 @@ def roots_for_call(ctx: Context) -> ListRoots | None:
 
 
 CallRoots = Annotated[Any, Resolve(roots_for_call)]
+
+# The SDK wraps every resolver's value (``roots_for_call``'s, on every call) as
+# ``AcceptedElicitation[Any]``. pydantic keeps a parametrized generic only while something
+# holds it (a weak cache), so between calls the garbage collector drops it and each call built
+# the class again: about 1 ms per call. Held here, it is built once.
+_ACCEPTED_ANY = AcceptedElicitation[Any]
 
 
 async def fetch_raw_roots(conn: Any) -> RawRoots:
@@ -288,7 +296,6 @@ class RootgrepServer(MCPServer):
         the answer fitted to the budget (the notes about the roots included)."""
         per_call: list[Root] = []
         notes: list[str] = []  # about the roots (over the cap), added to the answer's text
-        used: list[Any] = []  # indexes this call uses without an owner (per-call roots)
         indexes = self.service.indexes
         try:
             client: ClientRoots | None = None
@@ -325,30 +332,19 @@ class RootgrepServer(MCPServer):
                 )
                 raise NoRoots(self._no_roots(announced))
             lease = await self._lease(roots, client)
-            if indexes is not None:  # under the lease: every root's fd is open for the dup
-                # a session owns its roots' indexes (released when it drops a root or ends);
-                # per-call roots have no owner: stopped once unused for the idle time
-                owner = id(client) if client is not None else 0
-                listener = None if _modern(ctx) else _session_listener(ctx.session)
-
-                def start_indexes() -> None:  # (stats beneath the roots: off the event loop)
-                    # outermost first: a nested root then shares its outer root's index
-                    for r in sorted(lease.held, key=lambda r: len(r.path)):
-                        if call_roots is None:
-                            indexes.activate(r, owner, listener=listener)
-                        elif (ix := indexes.use(r, listener=listener, busy=True)) is not None:
-                            used.append(ix)
-
-                try:
-                    await anyio.to_thread.run_sync(start_indexes)
-                except BaseException:
-                    if lease.claim():
-                        lease.release()
-                    raise
             progress = _progress(ctx) if spec.progress else None
             call = Call(self.service, lease.held, lease.token, progress)
-            result = await self._run(partial(spec.run, call, args), lease, spec.write,
-                                     self._share(ctx))  # fmt: skip
+            work: Callable[[], Any] = partial(spec.run, call, args)
+            if indexes is not None:
+                # the roots' indexes are started in the worker that runs the tool, before
+                # its work (stats beneath the roots: off the event loop; one thread hop a
+                # call, not two); under the lease, so every root's fd is open for the dup
+                work = partial(
+                    _with_indexes, work, indexes, lease.held, per_call=call_roots is not None,
+                    owner=id(client) if client is not None else 0,
+                    listener=None if _modern(ctx) else _session_listener(ctx.session),
+                )  # fmt: skip
+            result = await self._run(work, lease, spec.write, self._share(ctx))
             noted = _noted("", notes)
             out = Out(
                 budget=max(1, self.service.settings.max_answer_chars - len(noted)),
@@ -370,9 +366,6 @@ class RootgrepServer(MCPServer):
                 "server log has the details); try another path or report it"
             )
         finally:
-            if indexes is not None:
-                for ix in used:
-                    indexes.leave(ix)
             for r in per_call:
                 r.retire()
 
@@ -466,6 +459,35 @@ class RootgrepServer(MCPServer):
 
 
 _NO_LIMIT = contextlib.nullcontext()
+
+
+def _with_indexes(
+    work: Callable[[], M],
+    indexes: Any,
+    held: list[Root],
+    *,
+    per_call: bool,
+    owner: int,
+    listener: Callable[[str], None] | None,
+) -> M:
+    """Start (or share) the indexes of a call's roots, then run its work (in its worker).
+
+    A session owns its roots' indexes (released when it drops a root or ends); per-call
+    roots (2026-07-28) have no owner: each is used, busy, while this work runs (left when it
+    returns, also when its caller gave it up: an abandoned read still running keeps its
+    index), and stopped once unused for the idle time."""
+    used: list[Any] = []
+    try:
+        # outermost first: a nested root then shares its outer root's index
+        for r in sorted(held, key=lambda r: len(r.path)):
+            if not per_call:
+                indexes.activate(r, owner, listener=listener)
+            elif (ix := indexes.use(r, listener=listener, busy=True)) is not None:
+                used.append(ix)
+        return work()
+    finally:
+        for ix in used:
+            indexes.leave(ix)
 
 
 def _still_inside(roots: list[Root]) -> list[Root]:
@@ -640,6 +662,50 @@ def _register(mcp: RootgrepServer, spec: ToolSpec[Any, Any]) -> None:
     strict = type(f"{spec.args.__name__}Strict", (spec.args, ArgModelBase), {})
     registered.fn_metadata.arg_model = strict
     registered.parameters = strict.model_json_schema(by_alias=True)
+    meta = registered.fn_metadata
+    if meta.output_schema is not None:
+        meta.output_schema = inline_refs(meta.output_schema)
+        # published, not checked again here: the structured content is the result model's
+        # own dump (``call``), and re-validating it parsed every item of a page into models
+        # a second time per call (a client checks it against the schema anyway)
+        meta.output_model = None
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema with its local ``$ref``s replaced by the definitions they name and
+    pydantic's generated ``title``s left out: it accepts exactly the same documents. A client
+    checks each result against the tool's output schema (the SDK's, with ``jsonschema``, per
+    item of a list): resolving a ``$ref`` for every match and every root of an answer was
+    about a quarter of that check. A recursive definition (``directory_tree``'s node) stays a
+    ``$ref`` into ``$defs`` below its first use."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    kept: dict[str, Any] = {}  # recursive definitions, still referenced
+
+    def walk(node: Any, seen: tuple[str, ...], key: str | None) -> Any:
+        if isinstance(node, list):
+            return [walk(v, seen, None) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and len(node) == 1:
+            name = ref.removeprefix("#/$defs/")
+            if name in seen:  # recursive: referenced, defined once in $defs
+                if name not in kept:
+                    kept[name] = None  # (placeholder: a cycle through it stops here)
+                    kept[name] = walk(defs[name], (name,), None)
+                return node
+            return walk(defs[name], (*seen, name), None)
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            if k == "$defs" or (k == "title" and isinstance(v, str) and key != "properties"):
+                continue
+            out[k] = walk(v, seen, k)
+        return out
+
+    top = walk(schema, (), None)
+    if kept:
+        top["$defs"] = kept
+    return top
 
 
 # ---- transports ------------------------------------------------------------------------------

@@ -1,0 +1,292 @@
+"""What a small tool call costs besides its work (issue 11): the mechanisms that keep it small,
+pinned by what they do (never by timings). Real trees in tmp dirs, a real index, the real
+MCP client (in memory: the costs pinned here are the server's, not the transport's)."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from jsonschema.validators import validator_for
+from mcp_helpers import connect, text
+
+from rootgrep.index.store import RootIndex
+from rootgrep.service.searching import SYMBOL_CACHE, SymbolCache
+
+pytestmark = pytest.mark.anyio
+
+PY = """\
+import os
+
+LIMIT = 10
+
+
+class Parser:
+    def parse(self, data):
+        return data
+
+    class Inner:
+        def parse(self):
+            return None
+
+
+def parse(text):
+    return Parser().parse(text)
+"""
+
+
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "parser.py").write_text(PY)
+    (root / "src" / "other.py").write_text("def helper():\n    return 1\n")
+    (root / "notes.txt").write_text("return to sender\n")
+    return root
+
+
+async def index_ready(server: Any, root: Path) -> Any:
+    """The root's index once its first build is done (a hang guard, not a timing)."""
+    ix = server.service.indexes.get(root.resolve().as_posix().encode())
+    assert ix is not None
+    with anyio.fail_after(60):
+        while ix.state != "ready":
+            await anyio.sleep(0.05)
+    return ix
+
+
+@pytest.fixture(autouse=True)
+def fresh_symbol_cache() -> None:
+    SYMBOL_CACHE.clear()  # (another test's index may have filled it)
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if isinstance(node.get("$ref"), str) else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+async def test_output_schemas_are_inlined_and_accept_the_answers(
+    make_server, tmp_path: Path
+) -> None:
+    """Every published output schema is self-contained: no ``$ref`` for a client's validator
+    to resolve per item (a recursive node, directory_tree's and outline's, points into its
+    own ``$defs``), a valid JSON schema, and the answers validate against it."""
+    root = tree(tmp_path)
+    server = make_server([root])
+    async with connect(server, "legacy") as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        for name, t in tools.items():
+            schema = t.output_schema
+            assert schema is not None and schema.get("type") == "object", name
+            validator_for(schema).check_schema(schema)
+            for ref in _refs(schema):
+                assert ref.startswith("#/$defs/"), (name, ref)
+                assert ref.removeprefix("#/$defs/") in schema.get("$defs", {}), (name, ref)
+        assert _refs(tools["grep"].output_schema) == []
+        assert "$defs" not in tools["grep"].output_schema
+        grep = tools["grep"].output_schema["properties"]["matches"]["items"]
+        assert grep["properties"]["root"]["required"] == ["id", "name"]
+        assert grep["properties"]["line"]["description"] == "1-based line number"
+        for tool, args in [
+            ("grep", {"pattern": "return"}),
+            ("directory_tree", {}),
+            ("outline", {"path": "src/parser.py"}),
+            ("list_roots", {}),
+        ]:
+            r = await c.call_tool(tool, args)  # (the client checks it against the schema too)
+            assert not r.is_error, text(r)
+            schema = tools[tool].output_schema
+            errors = list(validator_for(schema)(schema).iter_errors(r.structured_content))
+            assert errors == [], (tool, errors[:1])
+        # the schema still refuses what the model refuses
+        bad = json.loads(json.dumps(r.structured_content))
+        bad["roots"][0]["id"] = 7
+        schema = tools["list_roots"].output_schema
+        assert list(validator_for(schema)(schema).iter_errors(bad))
+
+
+async def test_a_call_hops_to_one_worker_thread_and_builds_no_class(
+    make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grep call with the index serving runs its blocking work in one worker thread (the
+    roots resolver is a coroutine, and the indexes are started in the tool's own worker), and
+    builds no pydantic class (the SDK's ``AcceptedElicitation[Any]`` is kept alive, not
+    rebuilt after each garbage collection)."""
+    import pydantic._internal._generics as generics
+
+    root = tree(tmp_path)
+    server = make_server([root], index=True)
+    hops: list[str] = []
+    classes: list[str] = []
+    run_sync = anyio.to_thread.run_sync
+    create = generics.create_generic_submodel
+
+    async def counting_run_sync(func: Any, *args: Any, **kw: Any) -> Any:
+        hops.append(getattr(func, "__name__", repr(func)))
+        return await run_sync(func, *args, **kw)
+
+    def counting_create(name: str, *args: Any, **kw: Any) -> Any:
+        classes.append(name)
+        return create(name, *args, **kw)
+
+    async with connect(server, "legacy") as c:
+        await index_ready(server, root)
+        first = await c.call_tool("grep", {"pattern": "return"})  # (warm: first use)
+        assert not first.is_error, text(first)
+        monkeypatch.setattr(anyio.to_thread, "run_sync", counting_run_sync)
+        monkeypatch.setattr(generics, "create_generic_submodel", counting_create)
+        for _ in range(3):
+            gc.collect()
+            r = await c.call_tool("grep", {"pattern": "return"})
+            assert not r.is_error, text(r)
+            assert r.structured_content["index_used"] is True
+    assert len(hops) == 3, hops
+    assert classes == []
+
+
+async def test_answers_are_checked_against_their_schema_by_the_client_only(
+    make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server does not validate each answer's structured content again against its
+    result model (it is that model's own dump; the client checks it against the published
+    schema): a page of matches is not parsed into models a second time per call."""
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+
+    root = tree(tmp_path)
+    server = make_server([root])
+    checks: list[Any] = []
+    adapter = FuncMetadata._output_adapter
+
+    def counting(self: FuncMetadata, model: Any) -> Any:
+        checks.append(model)
+        return adapter(self, model)
+
+    monkeypatch.setattr(FuncMetadata, "_output_adapter", counting)
+    async with connect(server, "legacy") as c:
+        for tool, args in [("grep", {"pattern": "return"}), ("list_roots", {})]:
+            r = await c.call_tool(tool, args)  # (the client's check passes)
+            assert not r.is_error and r.structured_content, text(r)
+        listed = {t.name: t.output_schema for t in (await c.list_tools()).tools}
+    assert checks == []
+    assert all(schema is not None for schema in listed.values())
+
+
+async def test_symbols_are_read_once_per_file_and_commit(
+    make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each match names its enclosing definition from the index's stored symbols; a second
+    grep over the same commit reads no stored symbols again (they are decoded once per file
+    and commit), and answers the same."""
+    root = tree(tmp_path)
+    server = make_server([root], index=True)
+    reads: list[bytes] = []
+    symbols_of = RootIndex.symbols_of
+
+    def counting(self: RootIndex, rel: bytes) -> Any:
+        reads.append(rel)
+        return symbols_of(self, rel)
+
+    monkeypatch.setattr(RootIndex, "symbols_of", counting)
+    async with connect(server, "legacy") as c:
+        await index_ready(server, root)
+        args = {"pattern": "return", "include": "*.py"}
+        r1 = await c.call_tool("grep", args)
+        got = {(m["path"], m["line"]): m.get("symbol") for m in r1.structured_content["matches"]}
+        assert got == {
+            ("src/other.py", 2): "helper",
+            ("src/parser.py", 8): "Parser.parse",
+            ("src/parser.py", 12): "Inner.parse",
+            ("src/parser.py", 16): "parse",
+        }
+        assert sorted(reads) == [b"src/other.py", b"src/parser.py"]
+        reads.clear()
+        r2 = await c.call_tool("grep", args)
+        assert r2.structured_content == {**r1.structured_content, "elapsed_ms": ANY}
+        assert reads == []
+
+
+class _Any:
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+ANY = _Any()
+
+
+async def test_symbols_after_a_commit_are_the_new_ones(make_server, tmp_path: Path) -> None:
+    """The decoded symbols of a file are never served past the commit they came from: after
+    a file changes (dirty: no symbol) and its new version is committed, each match names the
+    definitions of the new version."""
+    root = tree(tmp_path)
+    server = make_server([root], index=True)
+    args = {"pattern": "return", "include": "src/parser.py"}
+    async with connect(server, "legacy") as c:
+        ix = await index_ready(server, root)
+        r = await c.call_tool("grep", args)
+        assert {m["line"]: m.get("symbol") for m in r.structured_content["matches"]} == {
+            8: "Parser.parse",
+            12: "Inner.parse",
+            16: "parse",
+        }
+        # three lines added on top: the old symbols would put line 11 in Inner.parse and
+        # line 15 in parse
+        (root / "src" / "parser.py").write_text("#\n#\n#\n" + PY)
+        r = await c.call_tool("reindex", {})
+        assert not r.is_error, text(r)
+        fs = server.service.operator_roots[0].fs
+        with anyio.fail_after(60):
+            while ix.dirty_snapshot() or not ix.index.is_current(fs, b"src/parser.py"):
+                await anyio.sleep(0.05)
+        r = await c.call_tool("grep", args)
+        assert {m["line"]: m.get("symbol") for m in r.structured_content["matches"]} == {
+            11: "Parser.parse",
+            15: "Inner.parse",
+            19: "parse",
+        }
+
+
+def test_the_symbol_cache_is_bounded() -> None:
+    """At most ``limit`` definitions are held (a file counts its definitions plus one); the
+    least recently used files go first."""
+
+    class Store:  # (what the cache reads of an index: its entries, replaced per commit)
+        def __init__(self) -> None:
+            self.entries: dict[bytes, Any] = {}
+
+    class Entry:
+        def __init__(self, fid: int) -> None:
+            self.fid, self.key, self.pending = fid, (fid, fid, fid), False
+
+    cache = SymbolCache(limit=10)
+    store = Store()
+    loads: list[bytes] = []
+
+    def load(rel: bytes) -> list[Any]:
+        loads.append(rel)
+        return [object()] * 3  # weight 4
+
+    for i in range(4):
+        rel = f"f{i}".encode()
+        store.entries[rel] = Entry(i + 1)
+    for i in range(4):
+        rel = f"f{i}".encode()
+        cache.get(store, store.entries, rel, store.entries[rel], load)
+    assert cache._held <= 10
+    loads.clear()
+    cache.get(store, store.entries, b"f3", store.entries[b"f3"], load)  # the newest: kept
+    assert loads == []
+    cache.get(store, store.entries, b"f0", store.entries[b"f0"], load)  # the oldest: gone
+    assert loads == [b"f0"]
+    # a new commit (new entries): nothing of the old one is served
+    loads.clear()
+    store.entries = dict(store.entries)
+    cache.get(store, store.entries, b"f3", store.entries[b"f3"], load)
+    assert loads == [b"f3"]
