@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp_helpers import MODES, code, connect, text
 
+from rootgrep.symbols import extract
 from support import ROOTGREP
 
 pytestmark = pytest.mark.anyio
@@ -264,3 +265,25 @@ async def test_find_symbol_answers_while_the_first_build_waits(tmp_path: Path, m
         manager._builds.release()
         manager.close()
         root.close()
+
+
+async def test_signatures_from_the_index_are_read_from_the_files(
+    make_server, tmp_path: Path
+) -> None:
+    """The index stores no signatures: find_symbol answering from it reads each definition's
+    first line from the file as it is now, the same signature a live parse gives."""
+    root = tree(tmp_path)
+    live: dict[tuple[str, int], str] = {}
+    for rel in ("src/parser.py", "src/parser.rs", "src/parser.js", "tests/test_parser.py"):
+        for s in extract(rel.encode(), (root / rel).read_bytes()) or ():
+            if s.name == "parse":
+                live[(rel, s.line)] = s.signature
+    server = make_server([root], index=True)
+    async with connect(server, "legacy") as c:
+        await index_ready(server, root)
+        ix = server.service.indexes.get(root.resolve().as_posix().encode())
+        assert ix.index.find_symbols("parse")  # (the index answers: no signatures stored)
+        assert all(not s.signature for _, s in ix.index.find_symbols("parse"))
+        r = await c.call_tool("find_symbol", {"name": "parse"})
+        got = {(h["path"], h["line"]): h["signature"] for h in r.structured_content["symbols"]}
+    assert got == live and all(got.values()), got

@@ -68,10 +68,11 @@ from .state import write_state as write_state
 
 log = logging.getLogger("rootgrep.index")
 
-SCHEMA_VERSION = 6  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
+SCHEMA_VERSION = 7  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
 # 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag;
 # 6: no stored copy of the files (snippets and grep read the files themselves), and no
-# positions (phrases are checked on the files)
+# positions (phrases are checked on the files); 7: one ``sym`` field for every symbol name
+# (``defs`` and ``main`` folded into it), symbols stored compactly, without signatures
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
 WRITER_THREADS = 2
@@ -87,7 +88,6 @@ _CODE_CASE = (  # query words as ``sym`` terms (case kept)
     .filter(Filter.remove_long(64))
     .build()
 )
-_NAMES = TextAnalyzerBuilder(Tokenizer.raw()).filter(Filter.lowercase()).build()  # ``defs``
 MAX_SYMBOL_DOCS = 2_000  # find_symbols reads at most this many files' stored symbols
 # a test, vendored, generated or minified file counts less in ``search`` (the ``low`` flag)
 _LOW_PATH = re.compile(
@@ -103,6 +103,7 @@ _GENERATED = re.compile(
 # that very name and not a variable or constant; the file name holds it; the content does
 DEF_SIGNAL, CASE_SIGNAL, MAIN_SIGNAL, NAME_SIGNAL, WORD_SIGNAL = 8.0, 2.0, 2.0, 4.0, 2.0
 _MINOR_KINDS = frozenset({"variable", "constant"})
+MINOR = "\x01"  # before a ``sym`` term: the file defines that name only as a minor kind
 LOW_FACTOR = 0.5  # what a low file's signals and BM25 count for
 MAX_SNIPPETS = 6  # lines per search hit
 SNIPPET_LINE_CHARS = 300  # a longer snippet line is a window around its match (SPEC §8)
@@ -181,10 +182,11 @@ def _schema():  # type: ignore[no-untyped-def]
     # holds_phrases``); positions would cost more than a third of the index
     sb.add_text_field("content", tokenizer_name="code", index_option="freq")
     sb.add_text_field("tri", tokenizer_name="tri", index_option="basic")
-    sb.add_text_field("sym", tokenizer_name="raw", index_option="basic")  # names, exact
-    sb.add_text_field("defs", tokenizer_name="names", index_option="basic")  # lowercased
-    sb.add_text_field("main", tokenizer_name="raw", index_option="basic")  # not variables
-    sb.add_bytes_field("symbols", stored=True)  # compact JSON: [[name, kind, line, ...]]
+    # every name the file defines, case kept; a name it defines only as a variable or
+    # constant behind ``MINOR`` (one term per name: case-insensitive lookups are regexes over
+    # the term dictionary, which visit each distinct name once)
+    sb.add_text_field("sym", tokenizer_name="raw", index_option="basic")
+    sb.add_bytes_field("symbols", stored=True)  # ``_encode_symbols``: no signatures
     sb.add_unsigned_field("low", fast=True)  # 1: test, vendored, generated or minified
     sb.add_unsigned_field("size", fast=True)
     sb.add_unsigned_field("mtime", fast=True)
@@ -322,7 +324,6 @@ class RootIndex:
         self.index.config_reader(reload_policy="Manual")
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
-        self.index.register_tokenizer("names", _NAMES)
         self._load_state()
         self._state_stamp = self._stamp()
         bound = self._bound_identity()
@@ -804,11 +805,9 @@ class RootIndex:
         name = shown.rsplit("/", 1)[-1]
         ext = name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
         syms = symbols.extract(rel, data)  # (same pass: the bytes just read)
-        names = list({s.name: None for s in syms or ()})
-        fields: dict[str, Any] = {"sym": names, "defs": names} if names else {}
-        main = list({s.name: None for s in syms or () if s.kind not in _MINOR_KINDS})
-        if main:
-            fields["main"] = main
+        main = {s.name: None for s in syms or () if s.kind not in _MINOR_KINDS}
+        names = [*main, *(MINOR + s.name for s in syms or () if s.name not in main)]
+        fields: dict[str, Any] = {"sym": list(dict.fromkeys(names))} if names else {}
         doc = Document(path=shown, name=name, ext=ext, content=text, tri=text, **fields)
         if syms is not None:
             doc.add_bytes("symbols", _encode_symbols(syms))
@@ -841,8 +840,7 @@ class RootIndex:
                 (Occur.Should, Query.term_query(self.schema, "content", tok)),
                 (Occur.Should, Query.boost_query(
                     Query.term_query(self.schema, "name", tok), 4.0)),
-                (Occur.Should, Query.const_score_query(
-                    Query.term_query(self.schema, "defs", tok), 0.0)),
+                (Occur.Should, Query.const_score_query(self._defines(tok), 0.0)),
             ])  # fmt: skip
             (any_word if p.natural else must).append(
                 (Occur.Should if p.natural else Occur.Must, one)
@@ -897,16 +895,15 @@ class RootIndex:
         for tok, case in words:
             held = [False] * len(hits)
             signals = (
-                ("defs", tok, DEF_SIGNAL),
-                ("sym", case, CASE_SIGNAL),
-                ("main", case, MAIN_SIGNAL),
-                ("name", tok, NAME_SIGNAL),
-                ("content", tok, WORD_SIGNAL),
+                (self._defines(tok), DEF_SIGNAL),
+                (self._named(case), CASE_SIGNAL),
+                (Query.term_query(self.schema, "sym", case), MAIN_SIGNAL),
+                (Query.term_query(self.schema, "name", tok), NAME_SIGNAL),
+                (Query.term_query(self.schema, "content", tok), WORD_SIGNAL),
             )
-            for fld, term, weight in signals:
-                if check is not None:  # (a cancelled call stops between two term queries)
+            for tq, weight in signals:
+                if check is not None:  # (a cancelled call stops between two queries)
                     check()
-                tq = Query.term_query(self.schema, fld, term)
                 for _, a in searcher.search(tq, limit=n, count=False).hits:
                     i = where.get((a.segment_ord, a.doc))
                     if i is not None:
@@ -927,6 +924,17 @@ class RootIndex:
         return Ranking(self, searcher, q, ranked, words)
 
     # -- symbols -----------------------------------------------------------------------------
+
+    def _defines(self, word: str) -> Query:
+        """Files defining ``word`` in any case."""
+        return Query.regex_query(self.schema, "sym", "(?i)" + MINOR + "?" + _regex_literal(word))
+
+    def _named(self, name: str) -> Query:
+        """Files defining ``name`` exactly (of any kind)."""
+        return Query.boolean_query([
+            (Occur.Should, Query.term_query(self.schema, "sym", name)),
+            (Occur.Should, Query.term_query(self.schema, "sym", MINOR + name)),
+        ])  # fmt: skip
 
     def symbols_of(self, rel: bytes) -> list[Symbol] | None:
         """The stored symbols of one indexed file ([] for a language without symbols); None
@@ -958,9 +966,9 @@ class RootIndex:
             return []
         low = name.lower()
         if exact:
-            q = Query.term_query(self.schema, "sym", name)
-        else:
-            q = Query.regex_query(self.schema, "defs", ".*" + _regex_literal(low) + ".*")
+            q = self._named(name)
+        else:  # (``.*`` also takes the ``MINOR`` mark)
+            q = Query.regex_query(self.schema, "sym", "(?i).*" + _regex_literal(low) + ".*")
         hits = searcher.search(q, limit=MAX_SYMBOL_DOCS, count=False).hits
         addrs = [a for _, a in hits]
         fids = searcher.fast_field_values("fid", addrs) if addrs else []
@@ -1157,18 +1165,42 @@ def is_low(rel: bytes, data: bytes) -> bool:
     return len(data) > 1024 and len(data) / (data.count(b"\n") + 1) > 300
 
 
+_KIND_CODES = {k: chr(ord("a") + i) for i, k in enumerate(symbols.KINDS)}
+_CODE_KINDS = {c: k for k, c in _KIND_CODES.items()}
+_FIELD, _ROW = "\x1f", "\x1e"  # (never in a name: ``_clean`` replaces them)
+
+
+def _clean(name: str) -> str:
+    return name.replace(_FIELD, "?").replace(_ROW, "?")
+
+
 def _encode_symbols(syms: list[Symbol]) -> bytes:
-    rows = [[s.name, s.kind, s.line, s.end_line, s.container, s.signature] for s in syms]
-    return json.dumps(rows, separators=(",", ":"), ensure_ascii=False).encode()
+    """A file's symbols, compactly: per symbol its name, kind (one letter), line, the lines
+    it spans after that and its container, without the signature (the service reads it from
+    the file as it is now). Lines are deltas from the symbol before."""
+    rows, last = [], 0
+    for s in syms:
+        rows.append(_FIELD.join((
+            _clean(s.name), _KIND_CODES.get(s.kind, "a"), str(s.line - last),
+            str(s.end_line - s.line), "" if s.container is None else _clean(s.container),
+        )))  # fmt: skip
+        last = s.line
+    return _ROW.join(rows).encode("utf-8", "surrogatepass")
 
 
 def _decode_symbols(raw: object) -> list[Symbol] | None:
     if not isinstance(raw, bytes):
         return []
+    out, last = [], 0
     try:
-        return [Symbol(*row) for row in json.loads(raw)]
-    except (ValueError, TypeError):
+        for row in raw.decode("utf-8", "surrogatepass").split(_ROW) if raw else ():
+            name, code, line, span, container = row.split(_FIELD)
+            last += int(line)
+            kind = _CODE_KINDS[code]
+            out.append(Symbol(name, kind, last, last + int(span), container or None, ""))
+    except (ValueError, KeyError):
         return []
+    return out
 
 
 def _regex_literal(text: str) -> str:

@@ -19,7 +19,7 @@ from ..errors import NotAFile
 from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
-from ..symbols import Symbol, extract, language_of
+from ..symbols import MAX_SIGNATURE, Symbol, extract, language_of
 from ..symbols import outline as outline_of
 from ..walker import Walker, WalkOptions, order_key
 from .base import (
@@ -38,6 +38,7 @@ from .base import (
 from .searching import _below_any, _path_filter
 
 MAX_SYMBOL_FILE_BYTES = 2 << 20  # a larger file is not parsed live (the extractor's own cap)
+SIGNATURE_READ_BYTES = 16 << 20  # one find_symbol page reads at most this much for signatures
 
 
 class Symbols(ServiceBase):
@@ -87,10 +88,12 @@ class Symbols(ServiceBase):
         found.sort(key=lambda h: (h[3].name != name, is_low_path(h[2]), h[0],
                                   order_key(h[2]), h[3].line))  # fmt: skip
         page = found[offset : offset + limit]
+        signatures = _signatures(page, token)
         hits = [
             SymbolHit(
                 root=rid(r), path=display(rel), uri=file_uri(r, rel), name=s.name, kind=s.kind,
-                line=s.line, end_line=s.end_line, container=s.container, signature=s.signature,
+                line=s.line, end_line=s.end_line, container=s.container,
+                signature=s.signature or signatures.get((id(r), rel, s.line), ""),
             )
             for _ti, r, rel, s in page
         ]  # fmt: skip
@@ -202,6 +205,38 @@ class Symbols(ServiceBase):
             root=ref(r), path=display(comps), uri=file_uri(r, rel), language=language,
             symbols=[_node(n) for n in outline_of(symbols)], truncated=res.truncated,
         )  # fmt: skip
+
+
+def _signatures(
+    page: Sequence[tuple[int, Root, bytes, Symbol]], token: Token
+) -> dict[tuple[int, bytes, int], str]:
+    """The signatures the index does not store (the first line of each definition, trimmed,
+    as ``symbols.extract`` makes it), read from the files as they are now: each file once, at
+    most ``SIGNATURE_READ_BYTES`` in all for one page (past that, or for a file no longer
+    there, the signature is left empty)."""
+    wanted: dict[tuple[int, bytes], tuple[Root, set[int]]] = {}
+    for _ti, r, rel, sym in page:
+        if not sym.signature:
+            wanted.setdefault((id(r), rel), (r, set()))[1].add(sym.line)
+    out: dict[tuple[int, bytes, int], str] = {}
+    budget = SIGNATURE_READ_BYTES
+    for (key, rel), (r, lines) in wanted.items():
+        token.check()
+        if budget <= 0:
+            break
+        try:
+            res = r.fs.read(
+                confine.split_relpath(rel), max_bytes=min(budget, MAX_SYMBOL_FILE_BYTES)
+            )
+        except Exception:  # gone, or not a text file any more: no signature
+            continue
+        budget -= len(res.data)
+        text = res.data.split(b"\n", max(lines))
+        for n in lines:
+            if n <= len(text) and (n < len(text) or not res.truncated):
+                line = text[n - 1].decode("utf-8", "replace").strip()
+                out[(key, rel, n)] = line[:MAX_SIGNATURE]
+    return out
 
 
 def _node(n: object) -> OutlineNode:
