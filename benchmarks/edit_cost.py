@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 import synthetic
-from growth import MIB, cpu_seconds, dir_bytes
+from growth import MIB, cpu_seconds, dir_bytes, read_rows
 
 DEFAULT_SIZES = (50_000, 200_000)
 IO_FIELDS = ("wchar", "write_bytes", "cancelled_write_bytes")
@@ -171,9 +171,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the index writer between syncs, as the daemon does")  # fmt: skip
     ap.add_argument("--out", help="also write the JSON lines to this file")
     ap.add_argument("--tmp", default=None, help="where the tree is made (default: $TMPDIR)")
+    ap.add_argument("--table", metavar="JSONL", help="only reprint the table of an --out file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(read_rows(args.table)))
+        return 0
     sizes = sorted({int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()})
     if args.child:
         row = measure(args.child, args.cache, sizes[0], args.edits, args.interval,
