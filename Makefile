@@ -8,7 +8,7 @@ PORT   ?= 8765
 # the checkout is served unless ARGS names its own roots (`make run ARGS="--root X"`)
 RUN_ROOT = $(if $(filter --root --root=%,$(ARGS)),,--root "$(CURDIR)")
 
-.PHONY: install run test bench lint format clean
+.PHONY: install run test bench bench-growth bench-edits lint format clean
 
 install: $(STAMP)
 
@@ -35,6 +35,16 @@ bench: install
 	$(BIN)/python benchmarks/report.py .benchmarks/latest.json
 	$(BIN)/python benchmarks/index_peer.py
 	$(BIN)/python benchmarks/cli_process.py
+
+# synthetic trees up to 500k files (tens of minutes, ~3 GB in TMPDIR while it runs); not part
+# of `make bench`. ARGS passes options, e.g. `make bench-growth ARGS="--sizes 5000,20000"`
+bench-growth: install
+	@mkdir -p .benchmarks
+	$(BIN)/python benchmarks/growth.py --out .benchmarks/growth.jsonl $(ARGS)
+
+bench-edits: install
+	@mkdir -p .benchmarks
+	$(BIN)/python benchmarks/edit_cost.py --out .benchmarks/edit_cost.jsonl $(ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
