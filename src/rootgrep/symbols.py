@@ -189,13 +189,28 @@ def _parser(language: str) -> tree_sitter.Parser:
     return parser
 
 
+_CHUNK = 65536
+
+
 def _parse(language: str, data: bytes) -> tree_sitter.Tree | None:
     parser = _parser(language)
-    view = memoryview(data)
+    # tree-sitter 0.26 never releases what the read callable returns (nor the callable):
+    # every chunk handed to it would stay alive for the life of the process (memoryview
+    # slices would keep the whole file alive). So each chunk is copied into one buffer per
+    # thread, and what is handed over is a view of that buffer: what stays behind is a
+    # small view object per chunk, never a file's bytes.
+    buf: bytearray | None = getattr(_local, "buf", None)
+    if buf is None:
+        buf = _local.buf = bytearray(_CHUNK)
+        _local.view = memoryview(buf)
+    view: memoryview = _local.view
     deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
 
     def read(offset: int, _point: object) -> memoryview:
-        return view[offset : offset + 65536]
+        chunk = data[offset : offset + _CHUNK]
+        n = len(chunk)
+        buf[:n] = chunk
+        return view if n == _CHUNK else view[:n]
 
     def past_deadline(_offset: int, _has_error: bool) -> bool:
         return time.monotonic() > deadline
