@@ -215,6 +215,42 @@ def test_a_definition_outranks_a_file_name_which_outranks_uses_and_tests_count_l
     ]
 
 
+def test_a_definition_of_the_very_name_outranks_a_file_named_after_it_defining_another_case(
+    tmp_path: Path,
+) -> None:
+    """anyhow's ``Context``: ``src/lib.rs`` defines ``trait Context``; ``src/context.rs`` is
+    named after the word, uses it often and defines ``fn context`` (another case). The very
+    name's definition must win (was a tie on signals, which BM25 gave to the short file)."""
+    files = {
+        "src/lib.rs": "pub trait Context<T> {\n    fn with(self) -> T;\n}\n" + "// filler\n" * 200,
+        "src/context.rs": "impl<T> Context<T> for Option<T> {\n    fn context(self) {}\n}\n"
+        + "// Context Context\n" * 5,
+    }  # fmt: skip
+    assert ranked(tmp_path, files, "Context")[0] == "src/lib.rs"
+
+
+@pytest.mark.parametrize("folder", ["examples", "example", "benches", "testdata", "dist"])
+def test_example_bench_testdata_and_build_output_folders_count_less(
+    tmp_path: Path, folder: str
+) -> None:
+    """A demo, a benchmark, test data or a built copy (``dist/``) that defines a name ranks
+    after the project's own definition, and ``find_symbols`` lists it last (express's
+    ``examples/``, ripgrep's ``benches/``, lodash's ``dist/lodash.js``)."""
+    files = {
+        f"{folder}/a.js": "function runAll() {}\n",
+        "z/lib.js": "// filler\n" * 200 + "function runAll() {}\n",
+    }
+    assert ranked(tmp_path, files, "runAll") == ["z/lib.js", f"{folder}/a.js"]
+    r = pin_root(str(tmp_path / "t"))
+    ix = RootIndex(str(tmp_path / "c"), r.path)
+    try:
+        ix.sync(r.fs)
+        assert [p for p, *_ in found(ix, "runAll")] == ["z/lib.js", f"{folder}/a.js"]
+    finally:
+        ix.close()
+        r.close()
+
+
 def test_a_natural_language_query_drops_stop_words_and_does_not_need_every_word(
     tmp_path: Path,
 ) -> None:

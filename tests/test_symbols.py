@@ -553,6 +553,105 @@ record Pair(int a, int b) {}
         ],
         id="java",
     ),
+    pytest.param(  # CommonJS: what a module offers is assigned, not declared
+        "lib/response.js",
+        """\
+var res = Object.create(http.ServerResponse.prototype);
+exports.etag = createETagGenerator({ weak: false });
+module.exports.version = function version() {
+  return 1;
+};
+res.send = function send(body) {
+  function helper() {}
+};
+res.set =
+res.header = function header(field, val) {};
+Router.prototype.route = function route(path) {};
+res.locals = {};
+exports.nested = function () {
+  exports.inner = 1;
+};
+""",
+        [
+            ("etag", "variable", 2, 2, None),
+            ("version", "function", 3, 5, None),
+            ("send", "method", 6, 8, "res"),
+            ("helper", "function", 7, 7, "send"),
+            ("set", "method", 9, 10, "res"),
+            ("header", "method", 9, 10, "res"),
+            ("route", "method", 11, 11, "Router"),
+            ("nested", "function", 13, 15, None),
+        ],
+        id="javascript_commonjs",
+    ),
+    pytest.param(  # a module wrapped in a function called at once (UMD, lodash, jQuery)
+        "lodash.js",
+        """\
+;(function() {
+  var VERSION = '4.0';
+  var runInContext = (function runInContext(context) {
+    function debounce(func) {}
+    return debounce;
+  });
+  (() => {
+    class Inner {}
+  })();
+}.call(this));
+(function () { function later() {} })();
+""",
+        [
+            ("runInContext", "function", 3, 6, None),
+            ("debounce", "function", 4, 4, "runInContext"),
+            ("Inner", "class", 8, 8, None),
+            ("later", "function", 11, 11, None),
+        ],
+        id="javascript_iife",
+    ),
+    pytest.param(  # a module-level `const` defines its name; `require`/`import` only bind one
+        "config.mjs",
+        """\
+const fs = require("fs");
+const join = require("path").join;
+const mod = await import("./mod.js");
+const config = { port: 80 };
+const MAX = 3;
+let state = 0;
+function f() {
+  const local = 1;
+}
+""",
+        [
+            ("config", "variable", 4, 4, None),
+            ("MAX", "constant", 5, 5, None),
+            ("f", "function", 7, 9, None),
+        ],
+        id="javascript_const",
+    ),
+    pytest.param(  # a C header's declarations inside `extern "C" {…}` (for C++ readers)
+        "hiredis.h",
+        """\
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef struct redisReply {
+    int type;
+} redisReply;
+#define REDIS_OPTIONS_SET_PRIVDATA(opts, data) do { (opts)->privdata = data; } while (0)
+typedef int redisFD;
+static inline int redis_inline(void) { return 0; }
+#ifdef __cplusplus
+}
+#endif
+""",
+        [
+            ("redisReply", "struct", 4, 6, None),
+            ("redisReply", "type", 4, 6, None),
+            ("REDIS_OPTIONS_SET_PRIVDATA", "macro", 7, 7, None),
+            ("redisFD", "type", 8, 8, None),
+            ("redis_inline", "function", 9, 9, None),
+        ],
+        id="c_extern",
+    ),
 ]
 
 
@@ -752,6 +851,16 @@ def test_a_syntax_error_still_yields_what_parses():
     names = [s.name for s in extract(b"e.c", c.encode()) or []]
     assert names[0] == "ok"
     assert "also" in names
+
+
+def test_a_c_function_a_parse_error_pulls_into_the_body_before_it_is_still_found():
+    """A brace left open (or an `#ifdef` cutting a statement, as in jq's jv_print.c) makes
+    tree-sitter read the next functions as part of the body before them."""
+    c = "int first(int x) {\n  if (x) {\n    return 1;\n}\n\nint second(void) {\n  return 2;\n}\n"
+    assert _rows(extract(b"open.c", c.encode())) == [
+        ("first", "function", 1, 8, None),
+        ("second", "function", 6, 8, None),
+    ]
 
 
 def test_bytes_that_are_not_utf8_are_replaced_not_fatal():

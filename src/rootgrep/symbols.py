@@ -505,7 +505,7 @@ def _js_variables(w: _Walk, node: tree_sitter.Node, ctx: _Ctx, *, exported: bool
         if target is None or target.type != "identifier":
             continue
         name = w.text(target)
-        value = declarator.child_by_field_name("value")
+        value = _js_unwrap(declarator.child_by_field_name("value"))
         if value is not None and value.type in _JS_FUNCTION_VALUES:
             w.emit(name, "function", declarator, ctx.container)
             body = value.child_by_field_name("body")
@@ -513,11 +513,102 @@ def _js_variables(w: _Walk, node: tree_sitter.Node, ctx: _Ctx, *, exported: bool
                 w.children(body, ctx.into(name, "function"))
         elif is_const and _UPPER.match(name):
             w.emit(name, "constant", declarator, ctx.container)
-        elif exported:
+        elif exported or (is_const and not _js_is_import(w, value)):
             w.emit(name, "variable", declarator, ctx.container)
 
 
+def _js_is_import(w: _Walk, value: tree_sitter.Node | None) -> bool:
+    """Whether a declaration's value only brings in another module (``require("x")``,
+    ``require("x").y``, ``await import("x")``): the name is defined there, not here."""
+    while value is not None and value.type in ("member_expression", "await_expression"):
+        value = value.child_by_field_name("object") or (
+            value.named_children[0] if value.named_child_count else None
+        )
+    if value is None or value.type != "call_expression":
+        return False
+    callee = value.child_by_field_name("function")
+    return callee is not None and (callee.type == "import" or w.text(callee) == "require")
+
+
+def _js_unwrap(node: tree_sitter.Node | None) -> tree_sitter.Node | None:
+    """``node`` without the parentheses around it (``(function () {…})``)."""
+    while node is not None and node.type == "parenthesized_expression":
+        node = node.named_children[0] if node.named_child_count == 1 else None
+    return node
+
+
+def _js_call(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    """A module-level function called at once (an IIFE: ``(function () {…})()``, ``(() =>
+    {…})()``, ``(function () {…}.call(this))``, the UMD wrapper): its body is the module's
+    scope, so what it defines is looked for as at the top."""
+    if ctx.scope != "module":
+        return
+    callee = _js_unwrap(node.child_by_field_name("function"))
+    if callee is not None and callee.type == "member_expression":
+        prop = callee.child_by_field_name("property")
+        if prop is None or w.text(prop) not in ("call", "apply"):
+            return
+        callee = _js_unwrap(callee.child_by_field_name("object"))
+    if callee is None or callee.type not in _JS_FUNCTION_VALUES:
+        return
+    body = callee.child_by_field_name("body")
+    if body is not None and body.type == "statement_block":
+        w.children(body, ctx.deeper())
+
+
+def _js_assignment(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    """A module-level ``exports.x = …`` / ``module.exports.x = …`` (an export: a function, or
+    else a variable) and ``obj.x = function …`` / ``Obj.prototype.x = function …`` (a method
+    of ``obj`` / ``Obj``): the CommonJS ways to define what a module offers. Each target of a
+    chain ``a.x = a.y = function …`` is one (a loop: a chain of any length costs no stack)."""
+    if ctx.scope != "module":
+        return
+    targets: list[tree_sitter.Node] = []
+    value: tree_sitter.Node | None = node
+    while value is not None and value.type == "assignment_expression":
+        left = value.child_by_field_name("left")
+        if left is not None and left.type == "member_expression":
+            targets.append(left)
+        value = value.child_by_field_name("right")
+    if value is None:
+        return
+    is_function = value.type in _JS_FUNCTION_VALUES
+    names = []
+    for left in targets:
+        named = _js_member_target(w, left, is_function=is_function)
+        if named is not None:
+            w.emit(*named[:2], node, named[2])
+            names.append(named[0])
+    body = value.child_by_field_name("body") if is_function else None
+    if names and body is not None and body.type == "statement_block":
+        w.children(body, ctx.into(names[-1], "function"))
+
+
+def _js_member_target(
+    w: _Walk, left: tree_sitter.Node, *, is_function: bool
+) -> tuple[str, str, str | None] | None:
+    """(name, kind, container) of an assignment's ``owner.name`` target, or None when it
+    defines nothing (see ``_js_assignment``)."""
+    prop, owner = left.child_by_field_name("property"), left.child_by_field_name("object")
+    if prop is None or owner is None or prop.type != "property_identifier":
+        return None
+    name, owner_text = w.text(prop), w.text(owner)
+    if owner_text in ("exports", "module.exports"):
+        return name, "function" if is_function else "variable", None
+    if not is_function:
+        return None
+    if owner.type == "identifier":
+        return name, "method", owner_text
+    if owner.type == "member_expression" and owner_text.endswith(".prototype"):
+        inner = owner.child_by_field_name("object")
+        if inner is not None and inner.type == "identifier":
+            return name, "method", w.text(inner)
+    return None
+
+
 _JAVASCRIPT: dict[str, _Handler] = {
+    "assignment_expression": _js_assignment,
+    "call_expression": _js_call,
     "function_declaration": _js_function,
     "generator_function_declaration": _js_function,
     "class_declaration": _js_class,
@@ -532,7 +623,14 @@ _JAVASCRIPT: dict[str, _Handler] = {
     "internal_module": _js_namespace,
     "module": _js_namespace,
     **dict.fromkeys(
-        ("class_body", "statement_block", "expression_statement", "ambient_declaration", "ERROR"),
+        (
+            "class_body",
+            "statement_block",
+            "expression_statement",
+            "parenthesized_expression",
+            "ambient_declaration",
+            "ERROR",
+        ),
         _transparent,
     ),
 }
@@ -678,8 +776,13 @@ def _c_declarator_name(node: tree_sitter.Node | None) -> tree_sitter.Node | None
 
 
 def _c_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
-    if node.child_by_field_name("body") is None:
+    body = node.child_by_field_name("body")
+    if body is None:
         return
+    if body.has_error:
+        # a parse error inside (an `#ifdef` cutting a statement in two) can make the parser
+        # take the definitions after it for part of this body: they are looked for there too
+        w.children(body, ctx.deeper())
     name_node = _c_declarator_name(node.child_by_field_name("declarator"))
     if name_node is None:
         return
@@ -767,6 +870,8 @@ _C: dict[str, _Handler] = {
             "preproc_else",
             "preproc_elif",
             "preproc_elifdef",
+            "linkage_specification",  # `extern "C" {…}` around a C header's declarations
+            "declaration_list",
             "ERROR",
         ),
         _transparent,
@@ -777,9 +882,7 @@ _CPP: dict[str, _Handler] = {
     **_C,
     "namespace_definition": _cpp_namespace,
     "alias_declaration": _cpp_alias,
-    **dict.fromkeys(
-        ("template_declaration", "linkage_specification", "declaration_list"), _transparent
-    ),
+    "template_declaration": _transparent,
 }
 
 # --- Java ---

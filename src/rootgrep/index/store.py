@@ -91,7 +91,8 @@ _CODE_CASE = (  # query words as ``sym`` terms (case kept)
 MAX_SYMBOL_DOCS = 2_000  # find_symbols reads at most this many files' stored symbols
 # a test, vendored, generated or minified file counts less in ``search`` (the ``low`` flag)
 _LOW_PATH = re.compile(
-    r"(^|/)(tests?|testing|__tests__|idle_test|vendor|vendored|third_party|node_modules)/"
+    r"(^|/)(tests?|testing|__tests__|idle_test|testdata|examples?|benches|dist"
+    r"|vendor|vendored|third_party|node_modules)/"
     r"|(^|/)(test_[^/]*|conftest)\.py$|_test\.(py|go)$|\.(test|spec)\.[jt]sx?$"
     r"|\.min\.(js|css)$|_pb2\.py$|\.pb\.go$",
     re.IGNORECASE,
@@ -100,8 +101,10 @@ _GENERATED = re.compile(
     rb"@generated|Code generated .* DO NOT EDIT|DO NOT EDIT|auto-?generated", re.I
 )
 # per query word (see ``rank``): a definition of that name (any case), of that very name, of
-# that very name and not a variable or constant; the file name holds it; the content does
-DEF_SIGNAL, CASE_SIGNAL, MAIN_SIGNAL, NAME_SIGNAL, WORD_SIGNAL = 8.0, 2.0, 2.0, 4.0, 2.0
+# that very name and not a variable or constant; the file name holds it; the content does.
+# CASE > NAME: the very name's definition outranks a file named after the word that defines
+# it in another case (anyhow's `trait Context` in lib.rs over context.rs's `fn context`)
+DEF_SIGNAL, CASE_SIGNAL, MAIN_SIGNAL, NAME_SIGNAL, WORD_SIGNAL = 8.0, 5.0, 2.0, 4.0, 2.0
 _MINOR_KINDS = frozenset({"variable", "constant"})
 MINOR = "\x01"  # before a ``sym`` term: the file defines that name only as a minor kind
 LOW_FACTOR = 0.5  # what a low file's signals and BM25 count for
