@@ -140,3 +140,69 @@ def test_a_full_journal_becomes_a_snapshot(tmp_path: Path, monkeypatch) -> None:
         assert 0 in sizes or min(sizes) < max(sizes)  # it was dropped along the way
         got = read_state(os.path.join(ix.dir, STATE_FILE))
         assert got is not None and got[0] == ix.entries
+
+
+def _compact_and_add(writer: RootIndex, fs, root: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    """What another process may do at any moment: a full journal becomes a new snapshot
+    (a new generation), then a new file is folded in (appended to the new journal)."""
+    writer._save_state(writer.entries, writer.synced_at)
+    (root / "d0" / name).write_text(f"{name} holds needle\n")
+    writer.sync(fs, only=[f"d0/{name}".encode()])
+
+
+def test_a_follower_opened_while_the_writer_compacts_follows_the_new_journal(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # the follower reads snapshot + journal, then (before it takes its stamp) the writer
+    # replaces the snapshot: what it follows afterwards must be the new snapshot's journal
+    with built(tmp_path, 30) as (root, r, writer):
+        edit_and_fold(writer, r.fs, root, 2)
+        real = RootIndex._load_state
+        hooked = []
+
+        def load_then_compact(self: RootIndex) -> None:
+            real(self)
+            if self is not writer and not hooked:
+                hooked.append(1)
+                _compact_and_add(writer, r.fs, root, "during.txt")
+
+        monkeypatch.setattr(RootIndex, "_load_state", load_then_compact)
+        follower = RootIndex(os.path.dirname(writer.dir), r.path)
+        monkeypatch.setattr(RootIndex, "_load_state", real)
+        assert hooked
+        for k in range(3):  # (later folds: the follower must keep up with each)
+            (root / "d1" / f"later{k}.txt").write_text("needle later\n")
+            writer.sync(r.fs, only=[f"d1/later{k}.txt".encode()])
+            follower.reload()
+            assert follower.entries == writer.entries
+            assert sorted(follower.candidates(Q("all"))) == sorted(list_files(r.fs))
+        follower.close()
+
+
+def test_a_follower_whose_journal_is_replaced_while_it_reloads_is_not_behind(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # the follower takes its stamp (the journal grew: follow it), then the writer replaces
+    # snapshot and journal before the follower reads the journal: it must not apply the new
+    # journal from its old position (records of another generation: skipped) while its
+    # searcher already holds the new commit
+    with built(tmp_path, 30) as (root, r, writer):
+        follower = RootIndex(os.path.dirname(writer.dir), r.path)
+        edit_and_fold(writer, r.fs, root, 2)
+        real = RootIndex._stamp
+        hooked = []
+
+        def stamp_then_compact(self: RootIndex):  # type: ignore[no-untyped-def]
+            got = real(self)
+            if self is follower and not hooked:
+                hooked.append(1)
+                _compact_and_add(writer, r.fs, root, "during.txt")
+            return got
+
+        monkeypatch.setattr(RootIndex, "_stamp", stamp_then_compact)
+        follower.reload()
+        monkeypatch.setattr(RootIndex, "_stamp", real)
+        assert hooked
+        assert b"d0/during.txt" in follower.entries and follower.entries == writer.entries
+        assert sorted(follower.candidates(Q("all"))) == sorted(list_files(r.fs))
+        follower.close()

@@ -133,6 +133,7 @@ class Journal:
     generation: int = 0
     applied: int = 0
     whole: bool = True
+    foreign: int = 0  # records of another generation passed over by the last replay
 
 
 def _snapshot(data: bytes) -> tuple[dict[bytes, Entry], float | None, int] | None:
@@ -156,6 +157,7 @@ def replay(
     ``synced_at`` as the last record applied says; ``at`` then stands after the last whole
     record."""
     off = at.applied
+    at.foreign = 0
     while off + _RECORD.size <= len(journal):
         length, crc = _RECORD.unpack_from(journal, off)
         payload = journal[off + _RECORD.size : off + _RECORD.size + length]
@@ -175,6 +177,8 @@ def replay(
                 else:
                     entries[path] = e
             synced_at = None if math.isnan(when) else when
+        else:
+            at.foreign += 1
         off += _RECORD.size + length
     at.applied = off
     at.whole = off == len(journal)

@@ -276,6 +276,9 @@ class RootIndex:
     _state_stamp: tuple[int, ...] | None = field(init=False, default=(-1, -1, -1))
     _journal: Journal = field(init=False, default_factory=Journal)
     _snapshot_bytes: int = field(init=False, default=0)
+    # (inode, mtime_ns, size) of the snapshot file the state in memory was read from (or
+    # written as); None when not known for sure (then never followed, always read whole)
+    _snapshot_id: tuple[int, int, int] | None = field(init=False, default=None)
     identity: tuple[int, int] | None = None  # (device, inode) of the pinned root directory
     corrupt: bool = field(init=False, default=False)  # the state broke an invariant
     foreign: bool = field(init=False, default=False)  # its writer indexes another directory
@@ -381,14 +384,15 @@ class RootIndex:
         """The snapshot with its journal applied (``at``: where this reader then stands).
         A writer replaces the snapshot before it drops the journal: the two read here belong
         together when the snapshot is still the same file after both reads."""
+        self._snapshot_id = None
         for _ in range(8):
-            before = self.folder.stat(STATE_FILE)
+            before = _file_id(self.folder.stat(STATE_FILE))
             data = self.folder.read(STATE_FILE)
             if data is None:
                 return None
             journal = self.folder.read(JOURNAL_FILE) or b""
-            after = self.folder.stat(STATE_FILE)
-            if before is not None and after is not None and before.st_ino == after.st_ino:
+            if before is not None and _file_id(self.folder.stat(STATE_FILE)) == before:
+                self._snapshot_id = before  # (else: never followed, always read whole)
                 break
         self._snapshot_bytes = len(data)
         return decode_state(data, journal, at)
@@ -413,13 +417,22 @@ class RootIndex:
 
     def _follow_journal(self) -> bool:
         """Apply what another process appended to the journal since this one read it (the
-        snapshot unchanged); False when only a whole reload can tell."""
+        snapshot unchanged); False when only a whole reload can tell.
+
+        A writer replaces the snapshot before it drops the journal: the journal read here is
+        the one of the snapshot this process holds only if that snapshot is still in place
+        after the read (a stamp taken before cannot tell: a compaction may come between)."""
         journal = self.folder.read(JOURNAL_FILE)
         at = Journal(self._journal.generation, self._journal.applied)
         if journal is None or len(journal) < at.applied:
             return False
+        held = self._snapshot_id
+        if held is None or _file_id(self.folder.stat(STATE_FILE)) != held:
+            return False
         entries = dict(self.entries)  # (entries are replaced, never changed in place)
         synced_at = replay(entries, self.synced_at, journal, at)
+        if at.foreign:  # (records of another snapshot: not the journal this state follows)
+            return False
         self._set_state(entries, synced_at, at)
         return True
 
@@ -428,6 +441,7 @@ class RootIndex:
         generation = new_generation()
         data = encode_state(entries, synced_at, generation)
         self.folder.write(STATE_FILE, data)
+        self._snapshot_id = _file_id(self.folder.stat(STATE_FILE))
         self.folder.remove(JOURNAL_FILE)
         self._snapshot_bytes = len(data)
         self._journal = Journal(generation)
@@ -451,7 +465,11 @@ class RootIndex:
         st = self.folder.stat(JOURNAL_FILE)
         on_disk = 0 if st is None else st.st_size
         fits = len(record) <= room
-        if not (at.generation and at.whole and on_disk == at.applied and fits):
+        # (appended beside a snapshot another process wrote since, a record of this one's
+        # generation would be passed over by every reader)
+        ours = self._snapshot_id is not None
+        ours = ours and _file_id(self.folder.stat(STATE_FILE)) == self._snapshot_id
+        if not (at.generation and at.whole and on_disk == at.applied and fits and ours):
             self._save_state(entries, synced_at)
             return
         self.folder.append(JOURNAL_FILE, record)
@@ -479,13 +497,8 @@ class RootIndex:
             with self._lock:
                 self.index.reload()
                 if stamp != self._state_stamp:
-                    same = self._state_stamp
-                    if not (
-                        stamp is not None
-                        and same is not None
-                        and stamp[:3] == same[:3]
-                        and self._follow_journal()
-                    ):
+                    # (whether the snapshot is still the one held: told by the follow itself)
+                    if stamp is None or not self._follow_journal():
                         self._load_state()
                     self._state_stamp = stamp
                     if self.identity is not None and self._bound_identity() != self.identity:
@@ -1136,6 +1149,12 @@ def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[byt
             p for p, e in entries.items() if e.ino in inos or (prefixes and p.startswith(prefixes))
         )
     return paths
+
+
+def _file_id(st: os.stat_result | None) -> tuple[int, int, int] | None:
+    """Which file a snapshot is: each one replaces the last (a new inode while the old one is
+    open; mtime and size besides, should a freed inode number come back)."""
+    return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def is_low_path(rel: bytes) -> bool:
