@@ -76,16 +76,16 @@ WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
 WRITER_THREADS = 2
 TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kept (see plan.py)
+_WORD_RE = r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"  # a word of the ``code`` tokenizer
+_LONG_WORD = 64  # longer words are not indexed (too long to be asked for)
 _CODE = (
-    TextAnalyzerBuilder(Tokenizer.regex(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"))
+    TextAnalyzerBuilder(Tokenizer.regex(_WORD_RE))
     .filter(Filter.lowercase())
-    .filter(Filter.remove_long(64))
+    .filter(Filter.remove_long(_LONG_WORD))
     .build()
 )
 _CODE_CASE = (  # query words as ``sym`` terms (case kept)
-    TextAnalyzerBuilder(Tokenizer.regex(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"))
-    .filter(Filter.remove_long(64))
-    .build()
+    TextAnalyzerBuilder(Tokenizer.regex(_WORD_RE)).filter(Filter.remove_long(_LONG_WORD)).build()
 )
 _NAMES = TextAnalyzerBuilder(Tokenizer.raw()).filter(Filter.lowercase()).build()  # ``defs``
 MAX_SYMBOL_DOCS = 2_000  # find_symbols reads at most this many files' stored symbols
@@ -1042,20 +1042,42 @@ class ParsedSearch:
 
     def _phrase_patterns(self) -> list[re.Pattern[bytes]]:
         if self._patterns is None:
-            self._patterns = []
-            for phrase in self.phrases:
-                toks = [re.escape(t.encode()) for t in _CODE.analyze(phrase)]
-                if len(toks) > 1:
-                    self._patterns.append(re.compile(
-                        rb"(?<![A-Za-z0-9_])" + rb"[^A-Za-z0-9_]+".join(toks)
-                        + rb"(?![A-Za-z0-9_])", re.IGNORECASE,
-                    ))  # fmt: skip
+            found = (phrase_pattern(phrase) for phrase in self.phrases)
+            self._patterns = [p for p in found if p is not None]
         return self._patterns
 
     def tokens(self) -> list[tuple[str, str]]:
         """The query's words as index tokens, each once: (lowercased, as typed)."""
         pairs = (zip(_CODE.analyze(w), _CODE_CASE.analyze(w), strict=False) for w in self.words)
         return list({pair: None for each in pairs for pair in each})
+
+
+_WORD = re.compile(_WORD_RE.encode())
+
+
+def phrase_pattern(phrase: str) -> re.Pattern[bytes] | None:
+    """What a file's text must hold for ``phrase``: its words (as the ``code`` tokenizer
+    cuts them, every one, also those too long for the index) one after the other, case
+    ignored; None when the index's words alone tell (a phrase of one indexed word).
+
+    Between two words only characters that are not word characters, and at least one,
+    except where a run of digits meets a word ("0x1F" is the words 0 and x1f): the words
+    of a text are where the tokenizer finds them."""
+    words = _WORD.findall(phrase.encode())
+    if not words or (len(words) == 1 and len(words[0]) < _LONG_WORD):
+        return None
+    parts = []
+    for i, w in enumerate(words):
+        digits = w[:1].isdigit()
+        if i == 0:  # (a word after a run of digits starts a word: "0x1F" holds x1f)
+            parts.append(rb"(?<![A-Za-z0-9_])" + (b"" if digits else rb"[0-9]*"))
+        elif words[i - 1][:1].isdigit() and not digits:
+            parts.append(rb"[^A-Za-z0-9_]*")
+        else:
+            parts.append(rb"[^A-Za-z0-9_]+")
+        parts.append(re.escape(w))
+    parts.append(rb"(?![0-9])" if words[-1][:1].isdigit() else rb"(?![A-Za-z0-9_])")
+    return re.compile(b"".join(parts), re.IGNORECASE)
 
 
 def parse_search(query: str) -> ParsedSearch:

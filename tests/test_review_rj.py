@@ -1,0 +1,64 @@
+"""Review of schema 6 (no word positions): a ``"phrase"`` finds the files that hold it as
+written, however the ``code`` tokenizer cuts it: a run of digits meeting a word ("0x1F" is
+the words 0 and x1f), a word too long for the index (never indexed: still part of the
+phrase), case ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from rootgrep.index.manager import IndexManager
+from rootgrep.roots import Root, pin_root
+from rootgrep.service import Service, Settings, Token
+
+LONG = "k" * 70  # longer than any word the index keeps (64)
+
+FILES = {
+    "hex.c": "#define FLAGS 0x1F | MASK\n",
+    "hex_spaced.c": "x = 0 x1F\n",  # (the same words: 0, x1f)
+    "hex_other.c": "y = 10x1F; 0 is not x1f here\n",
+    "long.txt": f"alpha {LONG} omega\n",
+    "long_other.txt": f"alpha omega {LONG}\n",
+    "upper.txt": "THE NEEDLE\n  PROJECT\n",
+}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Root]]:
+    root = tmp_path_factory.mktemp("phrases") / "root"
+    root.mkdir()
+    for name, body in FILES.items():
+        (root / name).write_text(body)
+    r = pin_root(str(root))
+    manager = IndexManager(str(tmp_path_factory.mktemp("cache")))
+    manager.activate(r, 0)
+    assert manager.wait_built(r.path, 60)  # (a hang guard)
+    yield Service([r], Settings(), indexes=manager), r
+    manager.close()
+    r.close()
+
+
+def found(tree: tuple[Service, Root], query: str) -> set[str]:
+    service, r = tree
+    res = service.search([r], Token(), query=query)
+    assert not res.partial
+    return {h.path for h in res.results}
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ('"0x1F | MASK"', {"hex.c"}),
+        ('"0x1F"', {"hex.c", "hex_spaced.c"}),
+        ('"x = 0"', {"hex_spaced.c"}),
+        (f'"alpha {LONG} omega"', {"long.txt"}),
+        (f'"omega {LONG}"', {"long_other.txt"}),
+        ('"the needle project"', {"upper.txt"}),
+    ],
+)
+def test_a_phrase_finds_the_files_holding_it_as_written(
+    tree: tuple[Service, Root], query: str, expected: set[str]
+) -> None:
+    assert found(tree, query) == expected
