@@ -62,3 +62,26 @@ def test_a_phrase_finds_the_files_holding_it_as_written(
     tree: tuple[Service, Root], query: str, expected: set[str]
 ) -> None:
     assert found(tree, query) == expected
+
+
+def test_a_phrase_past_the_first_read_of_a_large_file_is_found(tmp_path: Path) -> None:
+    """The index holds every word of a file up to --max-file-size; what is shown of a hit is
+    its first --max-read-bytes: a phrase further on still finds the file (its words alone,
+    in another order, do not)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    filler = b"filler line of words\n" * (3 * 4096 // 21 + 1)  # past the 4 KiB read below
+    (root / "big.txt").write_bytes(filler + b"the needle project\n")
+    (root / "big_apart.txt").write_bytes(filler + b"project needle\n")
+    (root / "small.txt").write_bytes(b"a needle project\n")
+    r = pin_root(str(root))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)  # (a hang guard)
+        service = Service([r], Settings(max_read_bytes=4096), indexes=manager)
+        res = service.search([r], Token(), query='"needle project"')
+        assert {h.path for h in res.results} == {"big.txt", "small.txt"}
+    finally:
+        manager.close()
+        r.close()
