@@ -6,6 +6,7 @@ phrase), case ignored."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
