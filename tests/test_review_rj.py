@@ -86,3 +86,83 @@ def test_a_phrase_past_the_first_read_of_a_large_file_is_found(tmp_path: Path) -
     finally:
         manager.close()
         r.close()
+
+
+_FOLDER = r"""
+import os, random, sys
+from rootgrep.index import state
+state.JOURNAL_MIN_BYTES = 700  # (a snapshot every few folds: compactions all along)
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import pin_root
+root, cache, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rnd = random.Random(seed)
+r = pin_root(root)
+ix = RootIndex(cache, r.path)
+ix.sync(r.fs)
+print(0, flush=True)
+for k in range(1, 10**6):
+    name = f"d{rnd.randrange(4)}/f{rnd.randrange(12)}.txt"
+    p = os.path.join(root, name)
+    if rnd.random() < 0.25 and os.path.exists(p):
+        os.unlink(p)
+    else:
+        with open(p, "a") as f:
+            f.write(f"needle {k}\n")
+    ix.sync(r.fs, only=[name.encode()])
+    print(k, flush=True)
+"""
+
+
+def test_a_writer_killed_at_any_fold_leaves_an_index_that_resyncs_to_the_tree(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL of a process folding one edit at a time (appends, snapshots, commits), at a
+    different moment each round: the index reopens, a sync brings it to the tree, and its
+    answers are ripgrep's."""
+    import random
+    import subprocess
+    import sys
+
+    from rootgrep.index.plan import Q
+    from rootgrep.index.store import RootIndex, parse_search
+    from rootgrep.walker import list_files
+    from support import RG
+
+    root = tmp_path / "root"
+    for d in range(4):
+        (root / f"d{d}").mkdir(parents=True)
+        for i in range(0, 12, 2):
+            (root / f"d{d}" / f"f{i}.txt").write_text(f"file {i}\n")
+    cache = str(tmp_path / "cache")
+    rnd = random.Random(7)
+    for round_ in range(6):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _FOLDER, str(root), cache, str(round_)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None
+            for _ in range(rnd.randint(1, 25)):
+                assert child.stdout.readline(), "the folding process ended early"
+        finally:
+            child.kill()
+            child.wait(timeout=60)  # (a hang guard)
+            if child.stdout is not None:
+                child.stdout.close()
+        r = pin_root(str(root))
+        ix = RootIndex(cache, r.path)
+        try:
+            ix.sync(r.fs)
+            assert ix.ready
+            files = sorted(list_files(r.fs))
+            assert sorted(ix.entries) == files
+            assert sorted(ix.candidates(Q("all"))) == files
+            out = subprocess.run(
+                [RG, "-l", "needle", "."], cwd=root, capture_output=True, check=False
+            )
+            rg = {line.removeprefix(b"./") for line in out.stdout.splitlines()}
+            assert {rel for _s, rel, _a in ix.rank(parse_search("needle")).hits} == rg
+        finally:
+            ix.close()
+            r.close()
