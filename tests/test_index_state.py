@@ -13,7 +13,7 @@ from pathlib import Path
 from rootgrep.index import state as state_mod
 from rootgrep.index.plan import Q
 from rootgrep.index.state import JOURNAL_FILE, STATE_FILE, read_state
-from rootgrep.index.store import RootIndex
+from rootgrep.index.store import RootIndex, WriterBusy, parse_search
 from rootgrep.roots import Root, pin_root
 from rootgrep.walker import list_files
 
@@ -206,3 +206,78 @@ def test_a_follower_whose_journal_is_replaced_while_it_reloads_is_not_behind(
         assert b"d0/during.txt" in follower.entries and follower.entries == writer.entries
         assert sorted(follower.candidates(Q("all"))) == sorted(list_files(r.fs))
         follower.close()
+
+
+def test_two_processes_folding_in_turn_lose_none_of_each_others_files(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # two writers that do not hold the writer between syncs (two serve processes on one
+    # cache, both folding): one's whole sync lands while the other walks, before it takes
+    # the writer. The second must start from the first's state: no file lost from the
+    # state, no file id handed out twice (a document of one file answering for another)
+    with built(tmp_path, 30) as (root, r, a):
+        b = RootIndex(os.path.dirname(a.dir), r.path)
+        real = RootIndex._new_writer
+        hooked = []
+
+        def other_syncs_first(self: RootIndex):  # type: ignore[no-untyped-def]
+            if self is a and not hooked:
+                hooked.append(1)
+                (root / "d1" / "b.txt").write_text("bonly\n")
+                b.sync(r.fs, only=[b"d1/b.txt"])
+            return real(self)
+
+        monkeypatch.setattr(RootIndex, "_new_writer", other_syncs_first)
+        (root / "d0" / "a.txt").write_text("aonly\n")
+        a.sync(r.fs, only=[b"d0/a.txt"])
+        monkeypatch.setattr(RootIndex, "_new_writer", real)
+        assert hooked
+        b.close()
+        c = RootIndex(os.path.dirname(a.dir), r.path)
+        try:
+            assert b"d0/a.txt" in c.entries and b"d1/b.txt" in c.entries and c.ready
+            assert sorted(c.candidates(Q("all"))) == sorted(list_files(r.fs))
+            for word, rel in (("bonly", b"d1/b.txt"), ("aonly", b"d0/a.txt")):
+                assert [h[1] for h in c.rank(parse_search(word)).hits] == [rel]
+        finally:
+            c.close()
+
+
+def test_a_writer_is_let_go_only_once_the_state_names_its_commit(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # between a sync's commit and its second record (the commit's state) another process
+    # syncs: it must not get the writer then (it would write a state the first one then
+    # writes over, or the other way round: a file of one of them lost from the state)
+    with built(tmp_path, 30) as (root, r, a):
+        b = RootIndex(os.path.dirname(a.dir), r.path)
+        real = RootIndex._record
+        calls = []
+        refused = []
+
+        def other_syncs_between(self: RootIndex, *args):  # type: ignore[no-untyped-def]
+            calls.append(self)
+            if self is b and calls.count(b) == 2:  # (b's commit is made, its state not yet)
+                (root / "d0" / "a.txt").write_text("aonly\n")
+                try:
+                    a.sync(r.fs, only=[b"d0/a.txt"])
+                except WriterBusy:
+                    refused.append(1)
+            return real(self, *args)
+
+        monkeypatch.setattr(RootIndex, "_record", other_syncs_between)
+        (root / "d1" / "b.txt").write_text("bonly\n")
+        b.sync(r.fs, only=[b"d1/b.txt"])
+        monkeypatch.setattr(RootIndex, "_record", real)
+        assert calls.count(b) >= 2
+        if refused:  # (the writer was b's: a folds its file on its next sync)
+            a.sync(r.fs, only=[b"d0/a.txt"])
+        b.close()
+        c = RootIndex(os.path.dirname(a.dir), r.path)
+        try:
+            assert b"d0/a.txt" in c.entries and b"d1/b.txt" in c.entries and c.ready
+            assert sorted(c.candidates(Q("all"))) == sorted(list_files(r.fs))
+            for word, rel in (("bonly", b"d1/b.txt"), ("aonly", b"d0/a.txt")):
+                assert [h[1] for h in c.rank(parse_search(word)).hits] == [rel]
+        finally:
+            c.close()

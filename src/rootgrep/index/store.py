@@ -75,6 +75,7 @@ SCHEMA_VERSION = 6  # 2: trigrams keep their case; 3: binary state; 4: bound to 
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
 WRITER_THREADS = 2
+SYNC_STARTS = 4  # a sync starts again at most this often while other processes write
 TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kept (see plan.py)
 _WORD_RE = r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"  # a word of the ``code`` tokenizer
 _LONG_WORD = 64  # longer words are not indexed (too long to be asked for)
@@ -214,6 +215,10 @@ class ForeignIndex(Exception):
     writes it: this process must not answer from it."""
 
 
+class _StateMoved(Exception):
+    """Another process wrote the index between a sync's start and its taking the writer."""
+
+
 class IndexCorrupt(Exception):
     """A state that breaks an invariant of the index (two files under one file id)."""
 
@@ -326,8 +331,9 @@ class RootIndex:
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
         self.index.register_tokenizer("names", _NAMES)
+        stamp = self._stamp()  # (taken before the read: never newer than it)
         self._load_state()
-        self._state_stamp = self._stamp()
+        self._state_stamp = stamp
         bound = self._bound_identity()
         if self.identity is not None and not fresh and bound != self.identity:
             # the index describes another directory once found at this path (moved away,
@@ -574,11 +580,28 @@ class RootIndex:
                 self._reset()
                 only = None
             try:
-                return self._sync_locked(fs, only, progress, cancelled)
+                return self._sync_from_latest(fs, only, progress, cancelled)
             except IndexCorrupt as e:
                 log.error("index of %r: %s; rebuilding it in full", self.root_path, e)
                 self._reset()
-                return self._sync_locked(fs, None, progress, cancelled)
+                return self._sync_from_latest(fs, None, progress, cancelled)
+
+    def _sync_from_latest(
+        self,
+        fs: Beneath,
+        only: Iterable[bytes] | None,
+        progress: Progress | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> SyncStats:
+        """A sync that starts again (from the state then on disk) while another process's
+        sync lands between this one's start and its taking the writer; at most
+        ``SYNC_STARTS`` times, then ``WriterBusy`` (that process keeps writing: follow it)."""
+        for _ in range(SYNC_STARTS):
+            try:
+                return self._sync_locked(fs, only, progress, cancelled)
+            except _StateMoved:
+                log.info("index of %r: written by another process meanwhile; again", self.dir)
+        raise WriterBusy("another process keeps writing this index")
 
     def _reset(self) -> None:
         """Empty the index and its state (under the sync lock): the next sync rebuilds. The
@@ -609,13 +632,14 @@ class RootIndex:
         stats = SyncStats()
         tick = _Ticker(progress, full=only is None)
         writer: Any = None  # created on the first change: an unchanged tree writes nothing
-        if self._writer is None and self._stamp() != self._state_stamp:
+        stamp = self._stamp()
+        if self._writer is None and stamp != self._state_stamp:
             # another process wrote the index since (a daemon that has since stopped): start
             # from what it committed, so no file id is handed out twice across processes
             with self._lock:
                 self.index.reload()
                 self._load_state()
-                self._state_stamp = self._stamp()
+                self._state_stamp = stamp  # (taken before the read: never newer than it)
         try:
             with self._lock:
                 new = dict(self.entries)  # entries are replaced, never mutated in place
@@ -640,7 +664,7 @@ class RootIndex:
                         if old.key == (st.st_size, st.st_mtime_ns, st.st_ino) and not old.pending:
                             continue
                     if writer is None:
-                        writer = self._acquire_writer()
+                        writer = self._sync_writer()
                     data = confine.read_searchable_at(dirfd, name, self.max_file_size)
                     stats.read += 1
                     if old is not None and old.fid:
@@ -667,7 +691,7 @@ class RootIndex:
                     continue
                 if old.fid:
                     if writer is None:
-                        writer = self._writer if self._writer is not None else self._new_writer()
+                        writer = self._sync_writer()
                     writer.delete_documents_by_query(self._fid_query(old.fid))
                 deleted.append(rel)
                 stats.removed += 1
@@ -689,9 +713,6 @@ class RootIndex:
                 self._record(new, self.synced_at, list(changed.items()))
                 if writer is not None:
                     writer.commit()
-                    if self._writer is None:  # let other processes write between syncs
-                        writer.wait_merging_threads()
-                    writer = None
                 for entry in changed.values():
                     entry.pending = False
                 for rel in deleted:
@@ -700,6 +721,10 @@ class RootIndex:
                 paths = paths_by_fid(new)
                 gone: list[tuple[bytes, Entry | None]] = [(rel, None) for rel in deleted]
                 self._record(new, synced, [*changed.items(), *gone])
+                if writer is not None:  # (kept until the state names the commit: a writer
+                    if self._writer is None:  # taking it next starts from that state)
+                        writer.wait_merging_threads()  # let other processes write between syncs
+                    writer = None
                 with self._lock:
                     self.index.reload()
                     self.entries = new
@@ -775,6 +800,21 @@ class RootIndex:
                 return True
             w.wait_merging_threads()
             return False
+
+    def _sync_writer(self) -> Any:
+        """The writer for a sync's changes. One not held between syncs is taken now: should
+        another process have written the state since this sync read it (its sync landed
+        while this one walked), it is let go and the sync starts again from that state
+        (``_StateMoved``): else this one would write over that state with its own, older
+        one, and hand out again the file ids that process handed out."""
+        if self._writer is not None:
+            return self._acquire_writer()
+        writer = self._new_writer()
+        if self._stamp() != self._state_stamp:
+            writer.rollback()
+            writer.wait_merging_threads()
+            raise _StateMoved
+        return writer
 
     def _acquire_writer(self) -> Any:
         if self._writer is not None:  # (a held writer: its path is checked at every sync too)
