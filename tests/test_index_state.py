@@ -281,3 +281,33 @@ def test_a_writer_is_let_go_only_once_the_state_names_its_commit(
                 assert [h[1] for h in c.rank(parse_search(word)).hits] == [rel]
         finally:
             c.close()
+
+
+def test_status_counts_what_the_state_holds_while_a_compaction_lands(
+    tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    # `rootgrep status` reads the snapshot, then the journal: a compaction in between must
+    # not leave it counting the old snapshot alone (the new journal's records are of
+    # another generation: passed over)
+    from rootgrep.index import cache as cache_mod
+
+    with built(tmp_path, 30) as (root, r, writer):
+        (root / "d2" / "x.txt").write_text("x\n")
+        writer.sync(r.fs, only=[b"d2/x.txt"])  # (in the journal, not the snapshot)
+        real = cache_mod.read_whole
+        hooked = []
+
+        def read_then_compact(fs, name):  # type: ignore[no-untyped-def]
+            data = real(fs, name)
+            if name == STATE_FILE.encode() and not hooked:
+                hooked.append(1)
+                _compact_and_add(writer, r.fs, root, "during.txt")
+            return data
+
+        monkeypatch.setattr(cache_mod, "read_whole", read_then_compact)
+        monkeypatch.setattr(state_mod, "read_whole", read_then_compact)
+        (entry,) = writer.cache.entries()
+        files, size, pending, synced_at = entry.summary()
+        assert hooked
+        assert (files, size, pending) == (writer.file_count, writer.size_bytes, 0)
+        assert synced_at == writer.synced_at
