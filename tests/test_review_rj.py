@@ -166,3 +166,31 @@ def test_a_writer_killed_at_any_fold_leaves_an_index_that_resyncs_to_the_tree(
         finally:
             ix.close()
             r.close()
+
+
+def test_an_excluded_phrase_excludes_the_files_holding_it_not_each_of_its_words(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    files = {
+        "phrase.txt": "use foo bar here\n",
+        "foo.txt": "use foo alone\n",
+        "reversed.txt": "use bar foo\n",
+        "far.txt": "foo\n" + "filler\n" * 2000 + "foo bar\n",  # (past the 4 KiB read)
+    }
+    for name, body in files.items():
+        (root / name).write_text(body)
+    r = pin_root(str(root))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)  # (a hang guard)
+        service = Service([r], Settings(max_read_bytes=4096), indexes=manager)
+        res = service.search([r], Token(), query='foo -"foo bar"')
+        assert {h.path for h in res.results} == {"foo.txt", "reversed.txt"}
+        res = service.search([r], Token(), query='use -"alone"')  # (one word: as -alone)
+        assert {h.path for h in res.results} == {"phrase.txt", "reversed.txt"}
+    finally:
+        manager.close()
+        r.close()

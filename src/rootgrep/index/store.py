@@ -1062,28 +1062,43 @@ class RootIndex:
 @dataclass
 class ParsedSearch:
     """``search`` syntax: words (stop words dropped; of several, files holding more rank
-    first), ``"phrases"``, ``-word`` excludes, ``path:GLOB`` and
-    ``ext:py`` filter (``-ext:md`` excludes)."""
+    first), ``"phrases"``, ``-word`` excludes (``-"a phrase"``: files holding it, not each
+    of its words), ``path:GLOB`` and ``ext:py`` filter (``-ext:md`` excludes)."""
 
     words: list[str] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    not_phrases: list[str] = field(default_factory=list)  # excluded, of several words
     exts: list[str] = field(default_factory=list)
     not_exts: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     natural: bool = False  # several words: not each required (files holding more rank first)
-    _patterns: list[re.Pattern[bytes]] | None = field(default=None, repr=False, compare=False)
+    _patterns: tuple[list[re.Pattern[bytes]], list[re.Pattern[bytes]]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def holds_phrases(self, data: bytes) -> bool:
-        """Whether a file's text holds every phrase: its words in order, with only
-        characters that are not word characters between them (as the index's words are cut),
-        case ignored. The index only knows that a file holds the words somewhere."""
-        return all(p.search(data) for p in self._phrase_patterns())
+        """Whether a file's text holds every phrase and no excluded one: a phrase's words in
+        order, with only characters that are not word characters between them (as the
+        index's words are cut), case ignored. The index only knows that a file holds the
+        words somewhere."""
+        need, avoid = self._phrase_patterns()
+        return all(p.search(data) for p in need) and not any(p.search(data) for p in avoid)
 
-    def _phrase_patterns(self) -> list[re.Pattern[bytes]]:
+    @property
+    def checks_text(self) -> bool:
+        """Whether ``holds_phrases`` can tell more than the index."""
+        need, avoid = self._phrase_patterns()
+        return bool(need or avoid)
+
+    def _phrase_patterns(self) -> tuple[list[re.Pattern[bytes]], list[re.Pattern[bytes]]]:
         if self._patterns is None:
-            found = (phrase_pattern(phrase) for phrase in self.phrases)
-            self._patterns = [p for p in found if p is not None]
+            need = (phrase_pattern(phrase) for phrase in self.phrases)
+            avoid = (phrase_pattern(phrase) for phrase in self.not_phrases)
+            self._patterns = (
+                [p for p in need if p is not None],
+                [p for p in avoid if p is not None],
+            )
         return self._patterns
 
     def tokens(self) -> list[tuple[str, str]]:
@@ -1124,7 +1139,12 @@ def parse_search(query: str) -> ParsedSearch:
     out = ParsedSearch()
     for m in re.finditer(r'(-?)"([^"]*)"?|(\S+)', query):
         if m.group(3) is None:
-            (out.exclude if m.group(1) else out.phrases).append(m.group(2))
+            if not m.group(1):
+                out.phrases.append(m.group(2))
+            elif phrase_pattern(m.group(2)) is None:  # (one word: the index tells)
+                out.exclude.append(m.group(2))
+            else:  # (not each of its words: the files holding it, checked on each)
+                out.not_phrases.append(m.group(2))
             continue
         tok = m.group(3)
         neg = tok.startswith("-") and len(tok) > 1

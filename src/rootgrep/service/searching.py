@@ -363,13 +363,16 @@ class Searching(ServiceBase):
         return result
 
     def _holds_phrases(self, parsed: ParsedSearch, r: Root, rel: bytes, head: bytes) -> bool:
-        """Whether the file holds the query's phrases: in ``head`` (what is shown of it), or
-        else anywhere in it up to ``--max-file-size`` (as far as the index reads a file: a
-        phrase past the first ``--max-read-bytes`` is found as its words are)."""
-        if parsed.holds_phrases(head):
+        """Whether the file holds the query's phrases (and none it excludes): in ``head``
+        (what is shown of it), or else anywhere in it up to ``--max-file-size`` (as far as
+        the index reads a file: a phrase past the first ``--max-read-bytes`` counts as its
+        words do)."""
+        if not parsed.checks_text:
             return True
         if len(head) < self.settings.max_read_bytes:
-            return False  # (that was the whole file)
+            return parsed.holds_phrases(head)  # (that was the whole file)
+        if not parsed.not_phrases and parsed.holds_phrases(head):
+            return True
         try:
             res = r.fs.read(confine.split_relpath(rel), max_bytes=self.settings.max_file_size)
         except (RootgrepError, OSError):
