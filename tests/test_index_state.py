@@ -311,3 +311,25 @@ def test_status_counts_what_the_state_holds_while_a_compaction_lands(
         assert hooked
         assert (files, size, pending) == (writer.file_count, writer.size_bytes, 0)
         assert synced_at == writer.synced_at
+
+
+def test_a_reader_taking_over_appends_to_the_journal_it_followed(tmp_path: Path) -> None:
+    with built(tmp_path, 30) as (root, r, writer):
+        reader = RootIndex(os.path.dirname(writer.dir), r.path)
+        edit_and_fold(writer, r.fs, root, 3)
+        reader.reload()  # (follows the journal)
+        assert reader.entries == writer.entries
+        snap = os.stat(os.path.join(writer.dir, STATE_FILE)).st_ino
+        size = os.stat(os.path.join(writer.dir, JOURNAL_FILE)).st_size
+        # the writer goes away; the reader folds the next edits itself
+        (root / "d3" / "new.txt").write_text("taken over\n")
+        reader.sync(r.fs, only=[b"d3/new.txt"])
+        assert os.stat(os.path.join(writer.dir, STATE_FILE)).st_ino == snap  # appended
+        assert os.stat(os.path.join(writer.dir, JOURNAL_FILE)).st_size > size
+        again = RootIndex(os.path.dirname(writer.dir), r.path)
+        try:
+            assert again.entries == reader.entries and again.ready
+            assert sorted(again.candidates(Q("all"))) == sorted(list_files(r.fs))
+        finally:
+            again.close()
+            reader.close()
