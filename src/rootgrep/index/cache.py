@@ -283,7 +283,7 @@ class CachedIndex:
 
     def summary(self) -> tuple[int, int, int, float | None]:
         """(files indexed, bytes of text, files pending, synced_at) from its state file."""
-        from .state import JOURNAL_FILE, STATE_FILE, decode_state  # (state imports this)
+        from .state import decode_state, read_together  # (state imports this module)
 
         data, journal = None, b""
         if self.cache is not None:
@@ -294,8 +294,7 @@ class CachedIndex:
             if fd >= 0:
                 fs = Beneath(fd, b"", symlinks="never", hides=False)
                 try:
-                    data = read_whole(fs, STATE_FILE.encode())
-                    journal = read_whole(fs, JOURNAL_FILE.encode()) or b""
+                    data, journal = read_together(fs)
                 finally:
                     fs.close()
         decoded = decode_state(data, journal) if data is not None else None

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..confine import Beneath
+from ..errors import RootgrepError
 from .cache import read_whole
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "journal_room",
     "new_generation",
     "read_state",
+    "read_together",
     "replay",
     "write_state",
 ]
@@ -133,6 +135,7 @@ class Journal:
     generation: int = 0
     applied: int = 0
     whole: bool = True
+    foreign: int = 0  # records of another generation passed over by the last replay
 
 
 def _snapshot(data: bytes) -> tuple[dict[bytes, Entry], float | None, int] | None:
@@ -156,6 +159,7 @@ def replay(
     ``synced_at`` as the last record applied says; ``at`` then stands after the last whole
     record."""
     off = at.applied
+    at.foreign = 0
     while off + _RECORD.size <= len(journal):
         length, crc = _RECORD.unpack_from(journal, off)
         payload = journal[off + _RECORD.size : off + _RECORD.size + length]
@@ -175,6 +179,8 @@ def replay(
                 else:
                     entries[path] = e
             synced_at = None if math.isnan(when) else when
+        else:
+            at.foreign += 1
         off += _RECORD.size + length
     at.applied = off
     at.whole = off == len(journal)
@@ -221,6 +227,31 @@ def write_state(path: str, entries: dict[bytes, Entry], synced_at: float | None)
         fs.close()
 
 
+def _snapshot_id(fs: Beneath) -> tuple[int, int, int] | None:
+    try:
+        st = fs.stat(STATE_FILE, follow=False)
+    except (OSError, RootgrepError):
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def read_together(fs: Beneath) -> tuple[bytes | None, bytes]:
+    """The snapshot's bytes (None: missing) and the journal's, from one index folder, read
+    so that they belong together: a writer replaces the snapshot before it drops the
+    journal, so the journal read is the snapshot's when the snapshot is still the same file
+    after it (else both are read again, a few times at most)."""
+    data, journal = None, b""
+    for _ in range(8):
+        before = _snapshot_id(fs)
+        data = read_whole(fs, STATE_FILE.encode())
+        if data is None:
+            return None, b""
+        journal = read_whole(fs, JOURNAL_FILE.encode()) or b""
+        if before is not None and _snapshot_id(fs) == before:
+            break
+    return data, journal
+
+
 def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
     """The entries and ``synced_at`` of the snapshot at ``path`` with the journal beside it
     applied; None when the snapshot is missing or not whole."""
@@ -229,8 +260,10 @@ def read_state(path: str) -> tuple[dict[bytes, Entry], float | None] | None:
     except OSError:
         return None
     try:
-        data = read_whole(fs, name)
-        journal = read_whole(fs, os.fsencode(JOURNAL_FILE)) if data is not None else None
+        if name == STATE_FILE.encode():
+            data, journal = read_together(fs)
+        else:  # (a snapshot under another name: no journal of its own)
+            data, journal = read_whole(fs, name), b""
     finally:
         fs.close()
-    return None if data is None else decode_state(data, journal or b"")
+    return None if data is None else decode_state(data, journal)

@@ -76,17 +76,18 @@ SCHEMA_VERSION = 7  # 2: trigrams keep their case; 3: binary state; 4: bound to 
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
 WRITER_THREADS = 2
+SYNC_STARTS = 4  # a sync starts again at most this often while other processes write
 TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kept (see plan.py)
+_WORD_RE = r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"  # a word of the ``code`` tokenizer
+_LONG_WORD = 64  # longer words are not indexed (too long to be asked for)
 _CODE = (
-    TextAnalyzerBuilder(Tokenizer.regex(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"))
+    TextAnalyzerBuilder(Tokenizer.regex(_WORD_RE))
     .filter(Filter.lowercase())
-    .filter(Filter.remove_long(64))
+    .filter(Filter.remove_long(_LONG_WORD))
     .build()
 )
 _CODE_CASE = (  # query words as ``sym`` terms (case kept)
-    TextAnalyzerBuilder(Tokenizer.regex(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"))
-    .filter(Filter.remove_long(64))
-    .build()
+    TextAnalyzerBuilder(Tokenizer.regex(_WORD_RE)).filter(Filter.remove_long(_LONG_WORD)).build()
 )
 MAX_SYMBOL_DOCS = 2_000  # find_symbols reads at most this many files' stored symbols
 # a test, vendored, generated or minified file counts less in ``search`` (the ``low`` flag)
@@ -219,6 +220,10 @@ class ForeignIndex(Exception):
     writes it: this process must not answer from it."""
 
 
+class _StateMoved(Exception):
+    """Another process wrote the index between a sync's start and its taking the writer."""
+
+
 class IndexCorrupt(Exception):
     """A state that breaks an invariant of the index (two files under one file id)."""
 
@@ -281,6 +286,9 @@ class RootIndex:
     _state_stamp: tuple[int, ...] | None = field(init=False, default=(-1, -1, -1))
     _journal: Journal = field(init=False, default_factory=Journal)
     _snapshot_bytes: int = field(init=False, default=0)
+    # (inode, mtime_ns, size) of the snapshot file the state in memory was read from (or
+    # written as); None when not known for sure (then never followed, always read whole)
+    _snapshot_id: tuple[int, int, int] | None = field(init=False, default=None)
     identity: tuple[int, int] | None = None  # (device, inode) of the pinned root directory
     corrupt: bool = field(init=False, default=False)  # the state broke an invariant
     foreign: bool = field(init=False, default=False)  # its writer indexes another directory
@@ -327,8 +335,9 @@ class RootIndex:
         self.index.config_reader(reload_policy="Manual")
         self.index.register_tokenizer("tri", TRIGRAMS)  # not persisted: register on every open
         self.index.register_tokenizer("code", _CODE)
+        stamp = self._stamp()  # (taken before the read: never newer than it)
         self._load_state()
-        self._state_stamp = self._stamp()
+        self._state_stamp = stamp
         bound = self._bound_identity()
         if self.identity is not None and not fresh and bound != self.identity:
             # the index describes another directory once found at this path (moved away,
@@ -385,14 +394,15 @@ class RootIndex:
         """The snapshot with its journal applied (``at``: where this reader then stands).
         A writer replaces the snapshot before it drops the journal: the two read here belong
         together when the snapshot is still the same file after both reads."""
+        self._snapshot_id = None
         for _ in range(8):
-            before = self.folder.stat(STATE_FILE)
+            before = _file_id(self.folder.stat(STATE_FILE))
             data = self.folder.read(STATE_FILE)
             if data is None:
                 return None
             journal = self.folder.read(JOURNAL_FILE) or b""
-            after = self.folder.stat(STATE_FILE)
-            if before is not None and after is not None and before.st_ino == after.st_ino:
+            if before is not None and _file_id(self.folder.stat(STATE_FILE)) == before:
+                self._snapshot_id = before  # (else: never followed, always read whole)
                 break
         self._snapshot_bytes = len(data)
         return decode_state(data, journal, at)
@@ -417,13 +427,22 @@ class RootIndex:
 
     def _follow_journal(self) -> bool:
         """Apply what another process appended to the journal since this one read it (the
-        snapshot unchanged); False when only a whole reload can tell."""
+        snapshot unchanged); False when only a whole reload can tell.
+
+        A writer replaces the snapshot before it drops the journal: the journal read here is
+        the one of the snapshot this process holds only if that snapshot is still in place
+        after the read (a stamp taken before cannot tell: a compaction may come between)."""
         journal = self.folder.read(JOURNAL_FILE)
         at = Journal(self._journal.generation, self._journal.applied)
         if journal is None or len(journal) < at.applied:
             return False
+        held = self._snapshot_id
+        if held is None or _file_id(self.folder.stat(STATE_FILE)) != held:
+            return False
         entries = dict(self.entries)  # (entries are replaced, never changed in place)
         synced_at = replay(entries, self.synced_at, journal, at)
+        if at.foreign:  # (records of another snapshot: not the journal this state follows)
+            return False
         self._set_state(entries, synced_at, at)
         return True
 
@@ -432,6 +451,7 @@ class RootIndex:
         generation = new_generation()
         data = encode_state(entries, synced_at, generation)
         self.folder.write(STATE_FILE, data)
+        self._snapshot_id = _file_id(self.folder.stat(STATE_FILE))
         self.folder.remove(JOURNAL_FILE)
         self._snapshot_bytes = len(data)
         self._journal = Journal(generation)
@@ -455,7 +475,11 @@ class RootIndex:
         st = self.folder.stat(JOURNAL_FILE)
         on_disk = 0 if st is None else st.st_size
         fits = len(record) <= room
-        if not (at.generation and at.whole and on_disk == at.applied and fits):
+        # (appended beside a snapshot another process wrote since, a record of this one's
+        # generation would be passed over by every reader)
+        ours = self._snapshot_id is not None
+        ours = ours and _file_id(self.folder.stat(STATE_FILE)) == self._snapshot_id
+        if not (at.generation and at.whole and on_disk == at.applied and fits and ours):
             self._save_state(entries, synced_at)
             return
         self.folder.append(JOURNAL_FILE, record)
@@ -483,13 +507,8 @@ class RootIndex:
             with self._lock:
                 self.index.reload()
                 if stamp != self._state_stamp:
-                    same = self._state_stamp
-                    if not (
-                        stamp is not None
-                        and same is not None
-                        and stamp[:3] == same[:3]
-                        and self._follow_journal()
-                    ):
+                    # (whether the snapshot is still the one held: told by the follow itself)
+                    if stamp is None or not self._follow_journal():
                         self._load_state()
                     self._state_stamp = stamp
                     if self.identity is not None and self._bound_identity() != self.identity:
@@ -565,11 +584,28 @@ class RootIndex:
                 self._reset()
                 only = None
             try:
-                return self._sync_locked(fs, only, progress, cancelled)
+                return self._sync_from_latest(fs, only, progress, cancelled)
             except IndexCorrupt as e:
                 log.error("index of %r: %s; rebuilding it in full", self.root_path, e)
                 self._reset()
-                return self._sync_locked(fs, None, progress, cancelled)
+                return self._sync_from_latest(fs, None, progress, cancelled)
+
+    def _sync_from_latest(
+        self,
+        fs: Beneath,
+        only: Iterable[bytes] | None,
+        progress: Progress | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> SyncStats:
+        """A sync that starts again (from the state then on disk) while another process's
+        sync lands between this one's start and its taking the writer; at most
+        ``SYNC_STARTS`` times, then ``WriterBusy`` (that process keeps writing: follow it)."""
+        for _ in range(SYNC_STARTS):
+            try:
+                return self._sync_locked(fs, only, progress, cancelled)
+            except _StateMoved:
+                log.info("index of %r: written by another process meanwhile; again", self.dir)
+        raise WriterBusy("another process keeps writing this index")
 
     def _reset(self) -> None:
         """Empty the index and its state (under the sync lock): the next sync rebuilds. The
@@ -600,13 +636,14 @@ class RootIndex:
         stats = SyncStats()
         tick = _Ticker(progress, full=only is None)
         writer: Any = None  # created on the first change: an unchanged tree writes nothing
-        if self._writer is None and self._stamp() != self._state_stamp:
+        stamp = self._stamp()
+        if self._writer is None and stamp != self._state_stamp:
             # another process wrote the index since (a daemon that has since stopped): start
             # from what it committed, so no file id is handed out twice across processes
             with self._lock:
                 self.index.reload()
                 self._load_state()
-                self._state_stamp = self._stamp()
+                self._state_stamp = stamp  # (taken before the read: never newer than it)
         try:
             with self._lock:
                 new = dict(self.entries)  # entries are replaced, never mutated in place
@@ -631,7 +668,7 @@ class RootIndex:
                         if old.key == (st.st_size, st.st_mtime_ns, st.st_ino) and not old.pending:
                             continue
                     if writer is None:
-                        writer = self._acquire_writer()
+                        writer = self._sync_writer()
                     data = confine.read_searchable_at(dirfd, name, self.max_file_size)
                     stats.read += 1
                     if old is not None and old.fid:
@@ -658,7 +695,7 @@ class RootIndex:
                     continue
                 if old.fid:
                     if writer is None:
-                        writer = self._writer if self._writer is not None else self._new_writer()
+                        writer = self._sync_writer()
                     writer.delete_documents_by_query(self._fid_query(old.fid))
                 deleted.append(rel)
                 stats.removed += 1
@@ -680,9 +717,6 @@ class RootIndex:
                 self._record(new, self.synced_at, list(changed.items()))
                 if writer is not None:
                     writer.commit()
-                    if self._writer is None:  # let other processes write between syncs
-                        writer.wait_merging_threads()
-                    writer = None
                 for entry in changed.values():
                     entry.pending = False
                 for rel in deleted:
@@ -691,6 +725,10 @@ class RootIndex:
                 paths = paths_by_fid(new)
                 gone: list[tuple[bytes, Entry | None]] = [(rel, None) for rel in deleted]
                 self._record(new, synced, [*changed.items(), *gone])
+                if writer is not None:  # (kept until the state names the commit: a writer
+                    if self._writer is None:  # taking it next starts from that state)
+                        writer.wait_merging_threads()  # let other processes write between syncs
+                    writer = None
                 with self._lock:
                     self.index.reload()
                     self.entries = new
@@ -766,6 +804,21 @@ class RootIndex:
                 return True
             w.wait_merging_threads()
             return False
+
+    def _sync_writer(self) -> Any:
+        """The writer for a sync's changes. One not held between syncs is taken now: should
+        another process have written the state since this sync read it (its sync landed
+        while this one walked), it is let go and the sync starts again from that state
+        (``_StateMoved``): else this one would write over that state with its own, older
+        one, and hand out again the file ids that process handed out."""
+        if self._writer is not None:
+            return self._acquire_writer()
+        writer = self._new_writer()
+        if self._stamp() != self._state_stamp:
+            writer.rollback()
+            writer.wait_merging_threads()
+            raise _StateMoved
+        return writer
 
     def _acquire_writer(self) -> Any:
         if self._writer is not None:  # (a held writer: its path is checked at every sync too)
@@ -1022,34 +1075,43 @@ class RootIndex:
 @dataclass
 class ParsedSearch:
     """``search`` syntax: words (stop words dropped; of several, files holding more rank
-    first), ``"phrases"``, ``-word`` excludes, ``path:GLOB`` and
-    ``ext:py`` filter (``-ext:md`` excludes)."""
+    first), ``"phrases"``, ``-word`` excludes (``-"a phrase"``: files holding it, not each
+    of its words), ``path:GLOB`` and ``ext:py`` filter (``-ext:md`` excludes)."""
 
     words: list[str] = field(default_factory=list)
     phrases: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    not_phrases: list[str] = field(default_factory=list)  # excluded, of several words
     exts: list[str] = field(default_factory=list)
     not_exts: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     natural: bool = False  # several words: not each required (files holding more rank first)
-    _patterns: list[re.Pattern[bytes]] | None = field(default=None, repr=False, compare=False)
+    _patterns: tuple[list[re.Pattern[bytes]], list[re.Pattern[bytes]]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def holds_phrases(self, data: bytes) -> bool:
-        """Whether a file's text holds every phrase: its words in order, with only
-        characters that are not word characters between them (as the index's words are cut),
-        case ignored. The index only knows that a file holds the words somewhere."""
-        return all(p.search(data) for p in self._phrase_patterns())
+        """Whether a file's text holds every phrase and no excluded one: a phrase's words in
+        order, with only characters that are not word characters between them (as the
+        index's words are cut), case ignored. The index only knows that a file holds the
+        words somewhere."""
+        need, avoid = self._phrase_patterns()
+        return all(p.search(data) for p in need) and not any(p.search(data) for p in avoid)
 
-    def _phrase_patterns(self) -> list[re.Pattern[bytes]]:
+    @property
+    def checks_text(self) -> bool:
+        """Whether ``holds_phrases`` can tell more than the index."""
+        need, avoid = self._phrase_patterns()
+        return bool(need or avoid)
+
+    def _phrase_patterns(self) -> tuple[list[re.Pattern[bytes]], list[re.Pattern[bytes]]]:
         if self._patterns is None:
-            self._patterns = []
-            for phrase in self.phrases:
-                toks = [re.escape(t.encode()) for t in _CODE.analyze(phrase)]
-                if len(toks) > 1:
-                    self._patterns.append(re.compile(
-                        rb"(?<![A-Za-z0-9_])" + rb"[^A-Za-z0-9_]+".join(toks)
-                        + rb"(?![A-Za-z0-9_])", re.IGNORECASE,
-                    ))  # fmt: skip
+            need = (phrase_pattern(phrase) for phrase in self.phrases)
+            avoid = (phrase_pattern(phrase) for phrase in self.not_phrases)
+            self._patterns = (
+                [p for p in need if p is not None],
+                [p for p in avoid if p is not None],
+            )
         return self._patterns
 
     def tokens(self) -> list[tuple[str, str]]:
@@ -1058,11 +1120,44 @@ class ParsedSearch:
         return list({pair: None for each in pairs for pair in each})
 
 
+_WORD = re.compile(_WORD_RE.encode())
+
+
+def phrase_pattern(phrase: str) -> re.Pattern[bytes] | None:
+    """What a file's text must hold for ``phrase``: its words (as the ``code`` tokenizer
+    cuts them, every one, also those too long for the index) one after the other, case
+    ignored; None when the index's words alone tell (a phrase of one indexed word).
+
+    Between two words only characters that are not word characters, and at least one,
+    except where a run of digits meets a word ("0x1F" is the words 0 and x1f): the words
+    of a text are where the tokenizer finds them."""
+    words = _WORD.findall(phrase.encode())
+    if not words or (len(words) == 1 and len(words[0]) < _LONG_WORD):
+        return None
+    parts = []
+    for i, w in enumerate(words):
+        digits = w[:1].isdigit()
+        if i == 0:  # (a word after a run of digits starts a word: "0x1F" holds x1f)
+            parts.append(rb"(?<![A-Za-z0-9_])" + (b"" if digits else rb"[0-9]*"))
+        elif words[i - 1][:1].isdigit() and not digits:
+            parts.append(rb"[^A-Za-z0-9_]*")
+        else:
+            parts.append(rb"[^A-Za-z0-9_]+")
+        parts.append(re.escape(w))
+    parts.append(rb"(?![0-9])" if words[-1][:1].isdigit() else rb"(?![A-Za-z0-9_])")
+    return re.compile(b"".join(parts), re.IGNORECASE)
+
+
 def parse_search(query: str) -> ParsedSearch:
     out = ParsedSearch()
     for m in re.finditer(r'(-?)"([^"]*)"?|(\S+)', query):
         if m.group(3) is None:
-            (out.exclude if m.group(1) else out.phrases).append(m.group(2))
+            if not m.group(1):
+                out.phrases.append(m.group(2))
+            elif phrase_pattern(m.group(2)) is None:  # (one word: the index tells)
+                out.exclude.append(m.group(2))
+            else:  # (not each of its words: the files holding it, checked on each)
+                out.not_phrases.append(m.group(2))
             continue
         tok = m.group(3)
         neg = tok.startswith("-") and len(tok) > 1
@@ -1149,6 +1244,12 @@ def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[byt
             p for p, e in entries.items() if e.ino in inos or (prefixes and p.startswith(prefixes))
         )
     return paths
+
+
+def _file_id(st: os.stat_result | None) -> tuple[int, int, int] | None:
+    """Which file a snapshot is: each one replaces the last (a new inode while the old one is
+    open; mtime and size besides, should a freed inode number come back)."""
+    return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def is_low_path(rel: bytes) -> bool:

@@ -30,7 +30,7 @@ from ..grep import (
 )
 from ..index.manager import Indexed
 from ..index.plan import Q, plan
-from ..index.store import Ranking, parse_search
+from ..index.store import ParsedSearch, Ranking, parse_search
 from ..models import (
     FileHit,
     FindFilesResult,
@@ -339,7 +339,7 @@ class Searching(ServiceBase):
             at += 1
             budget -= 1
             data = self._current_text(r, rel)
-            if data is None or not parsed.holds_phrases(data):
+            if data is None or not self._holds_phrases(parsed, r, rel, data):
                 continue  # (the index cannot tell a phrase from its words in any order)
             snippets = [  # (whole lines, or a window around the match: SPEC §8)
                 Snippet(line=n, text=t)
@@ -365,6 +365,23 @@ class Searching(ServiceBase):
         )
         result._resume = resume_at
         return result
+
+    def _holds_phrases(self, parsed: ParsedSearch, r: Root, rel: bytes, head: bytes) -> bool:
+        """Whether the file holds the query's phrases (and none it excludes): in ``head``
+        (what is shown of it), or else anywhere in it up to ``--max-file-size`` (as far as
+        the index reads a file: a phrase past the first ``--max-read-bytes`` counts as its
+        words do)."""
+        if not parsed.checks_text:
+            return True
+        if len(head) < self.settings.max_read_bytes:
+            return parsed.holds_phrases(head)  # (that was the whole file)
+        if not parsed.not_phrases and parsed.holds_phrases(head):
+            return True
+        try:
+            res = r.fs.read(confine.split_relpath(rel), max_bytes=self.settings.max_file_size)
+        except (RootgrepError, OSError):
+            return False
+        return parsed.holds_phrases(res.data)
 
     def _current_text(self, r: Root, rel: bytes) -> bytes | None:
         """A search hit's bytes as they are now beneath the root (at most what ``read_file``
