@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -49,16 +50,26 @@ def _dir_bytes(path: str) -> int:
     return total
 
 
+TEXT_BYTES = re.compile(rb"\((\d+) bytes\)")
+_text_seen: list[int] = []  # the bytes of text rootgrep index says it read
+
+
 def _measure(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak RSS MiB) of one process."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {err[-500:]}")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        said = out.read() + err.read()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"{argv[0]} failed ({code}): {said[-500:].decode(errors='replace')}")
+    m = TEXT_BYTES.search(said)
+    if m and int(m.group(1)):
+        _text_seen.append(int(m.group(1)))
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
@@ -95,7 +106,6 @@ def main() -> None:
     theirs: list[Run] = []
     resync: list[float] = []
     rg_files: list[float] = []
-    text = 0
     for _ in range(args.runs):
         run, cache = rootgrep_build(folder)
         ours.append(run)
@@ -110,12 +120,9 @@ def main() -> None:
             rg_files.append(_measure([rg, "--files", folder], dict(os.environ))[0])
         if cindex:
             theirs.append(cindex_build(cindex, folder))
-    for d, _, files in os.walk(folder):
-        for f in files:
-            p = os.path.join(d, f)
-            if os.path.isfile(p) and not os.path.islink(p):
-                text += os.path.getsize(p)
+    text = max(_text_seen, default=0) or 1  # (the text files rootgrep indexed)
     print(f"#### Index build of {folder} ({args.runs} runs each, alternated, medians)\n")
+    print(f"text: {text / 1e6:.0f} MB in the files rootgrep indexes (the same tree for both)\n")
     print("| tool | wall | CPU | peak RSS | index | index / text |")
     print("|---|---:|---:|---:|---:|---:|")
     rows = [("rootgrep index", ours)] + ([("cindex", theirs)] if theirs else [])
