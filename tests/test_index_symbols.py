@@ -319,3 +319,27 @@ def test_a_cancelled_search_stops_while_it_ranks(indexed: tuple[Path, RootIndex]
         ix.rank(parse_search("Shape area widget"), check)
     assert len(asked) == 3
     assert ix.rank(parse_search("Shape area widget")).hits  # (the same search, not cancelled)
+
+
+@pytest.mark.parametrize(
+    "query", ["where is handle defined", "handle: where is it defined?"]
+)
+def test_a_stop_word_the_code_defines_is_the_name_asked_about(tmp_path: Path, query: str) -> None:
+    """Stop words are dropped from natural queries, but "where is handle defined" asks for
+    ``handle``: a dropped word the index defines as a symbol is put back (the words that
+    only frame the question, "where", "is", "defined", never are)."""
+    tree = tmp_path / "tree"
+    write(tree, {
+        "web/handlers.py": "def handle(request):\n    return request\n",
+        "notes.md": "where is handle defined? where it is defined, the request code says\n",
+        **{f"use{i}.py": "from web.handlers import handle\nhandle(None)\n" for i in range(3)},
+    })  # fmt: skip
+    r = pin_root(str(tree))
+    try:
+        ix = RootIndex(str(tmp_path / "cache"), r.path)
+        ix.sync(r.fs)
+        hits = sorted(ix.rank(parse_search(query)).hits, key=lambda h: (-h[0], h[1]))
+        assert hits[0][1] == b"web/handlers.py", [h[1] for h in hits]
+        ix.close()
+    finally:
+        r.close()

@@ -20,6 +20,7 @@ never through a link, each folder locked shared while it is open so eviction ski
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import os
@@ -120,6 +121,15 @@ _STOP = (
     "what when where which who whom why will with work works"
 )
 STOP_WORDS = frozenset(_STOP.split())
+# the stop words that only frame a question ("where is X defined"): never taken for the name
+# asked about, even where the code defines a symbol so named (the others, such as ``use``,
+# ``get``, ``handle`` or ``done``, are put back when the index defines them: ``rank``)
+_FRAME_WORDS = (
+    "a an are defined define defines definition declared declaration how i implemented "
+    "implementation in is it its located me of show the this what where which who why"
+)
+_FRAME = frozenset(_FRAME_WORDS.split())
+_PUNCTUATION = ".,:;!?\"'()[]{}<>`"
 
 
 def default_cache_dir() -> str:
@@ -933,6 +943,16 @@ class RootIndex:
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
+        named = [  # stop words the code defines: "where is use defined" asks for ``use``
+            w
+            for w in p.dropped
+            if searcher.doc_freq("sym", w) or searcher.doc_freq("sym", MINOR + w)
+        ]
+        if named:
+            kept = [] if p.only_stop else p.words
+            p = dataclasses.replace(
+                p, words=[*kept, *named], dropped=[], natural=len(kept) + len(named) >= 2
+            )
         words = p.tokens()
         q = self._search_query(p, words)
         n = searcher.num_docs
@@ -1086,6 +1106,8 @@ class ParsedSearch:
     not_exts: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     natural: bool = False  # several words: not each required (files holding more rank first)
+    dropped: list[str] = field(default_factory=list)  # stop words that may name a symbol
+    only_stop: bool = False  # every word was a stop word (``words`` kept them all)
     _patterns: tuple[list[re.Pattern[bytes]], list[re.Pattern[bytes]]] | None = field(
         default=None, repr=False, compare=False
     )
@@ -1175,9 +1197,13 @@ def parse_search(query: str) -> ParsedSearch:
     # keeps them), and of several words none is required on its own: a file needs one of
     # them, and ``rank`` puts the files holding more of them first (those holding them all
     # lead, as an AND would give them; "gzip decompression" still finds gzip.py after them)
-    kept = [w for w in out.words if w.lower() not in STOP_WORDS]
+    bare = [w.strip(_PUNCTUATION) for w in out.words]  # ("defined?" is a stop word too)
+    kept = [w for w, b in zip(out.words, bare, strict=True) if b.lower() not in STOP_WORDS]
+    out.dropped = [b for b in bare if b.lower() in STOP_WORDS - _FRAME]
     if kept:
         out.words = kept
+    else:
+        out.only_stop = bool(out.words)
     out.natural = len(out.words) >= 2
     return out
 
