@@ -321,9 +321,7 @@ def test_a_cancelled_search_stops_while_it_ranks(indexed: tuple[Path, RootIndex]
     assert ix.rank(parse_search("Shape area widget")).hits  # (the same search, not cancelled)
 
 
-@pytest.mark.parametrize(
-    "query", ["where is handle defined", "handle: where is it defined?"]
-)
+@pytest.mark.parametrize("query", ["where is handle defined", "handle: where is it defined?"])
 def test_a_stop_word_the_code_defines_is_the_name_asked_about(tmp_path: Path, query: str) -> None:
     """Stop words are dropped from natural queries, but "where is handle defined" asks for
     ``handle``: a dropped word the index defines as a symbol is put back (the words that
