@@ -199,18 +199,24 @@ def _parse(language: str, data: bytes) -> tree_sitter.Tree | None:
     # slices would keep the whole file alive). So each chunk is copied into one buffer per
     # thread, and what is handed over is a view of that buffer: what stays behind is a
     # small view object per chunk, never a file's bytes.
+    # (and the views are made once per length and handed out again, so that what stays
+    # behind is bounded too: at most one view per length, whatever the number of parses)
     buf: bytearray | None = getattr(_local, "buf", None)
     if buf is None:
         buf = _local.buf = bytearray(_CHUNK)
-        _local.view = memoryview(buf)
-    view: memoryview = _local.view
+        whole = memoryview(buf)
+        _local.views = {_CHUNK: whole}
+    views: dict[int, memoryview] = _local.views
     deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
 
     def read(offset: int, _point: object) -> memoryview:
         chunk = data[offset : offset + _CHUNK]
         n = len(chunk)
         buf[:n] = chunk
-        return view if n == _CHUNK else view[:n]
+        view = views.get(n)
+        if view is None:
+            view = views[n] = views[_CHUNK][:n]
+        return view
 
     def past_deadline(_offset: int, _has_error: bool) -> bool:
         return time.monotonic() > deadline
