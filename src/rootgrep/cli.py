@@ -25,7 +25,7 @@ from .confine import display
 from .errors import InvalidPattern, RootgrepError
 from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Matcher, run_grep
 from .roots import Root, pin_root
-from .walker import DirBatch, Walker, WalkOptions
+from .walker import DirBatch, FileEntry, Walker, WalkOptions, keep_files
 
 MAX_ANSWER_CHARS = 100_000  # (text and structured copy stay under the SDK's 1 MiB message limit)
 
@@ -1067,22 +1067,12 @@ def _glob_batches(
             )
         return pruned[rel_dir]
 
-    try:
-        for batch in batches:
-            files = []
-            if not is_pruned(batch.dir):
-                files = [
-                    fe
-                    for fe in batch.files
-                    if rules.selected(_glob_path(target.shown(fe.path), cwd))
-                ]
-            if not files:
-                batch.close()
-                continue
-            batch.files = files
-            yield batch
-    finally:
-        batches.close()
+    def select(batch: DirBatch) -> list[FileEntry]:
+        if is_pruned(batch.dir):
+            return []
+        return [fe for fe in batch.files if rules.selected(_glob_path(target.shown(fe.path), cwd))]
+
+    yield from keep_files(batches, select)
 
 
 def _glob_path(shown: bytes, cwd: bytes) -> bytes:

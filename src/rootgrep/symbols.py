@@ -366,7 +366,8 @@ def _constant_or_variable(name: str) -> str:
 # --- Python ---
 
 
-def _py_class(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+def _class(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
+    """A class (Python, JavaScript, TypeScript): its name, then its body."""
     name = w.named(node)
     if name is None:
         return
@@ -416,7 +417,7 @@ def _py_assignment(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
 
 
 _PYTHON: dict[str, _Handler] = {
-    "class_definition": _py_class,
+    "class_definition": _class,
     "function_definition": _py_function,
     "decorated_definition": _py_decorated,
     "expression_statement": _py_expression_statement,
@@ -449,14 +450,6 @@ def _js_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
         return
     w.emit(name, "function", node, ctx.container)
     w.body(node, ctx.into(name, "function"))
-
-
-def _js_class(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
-    name = w.named(node)
-    if name is None:
-        return
-    w.emit(name, "class", node, ctx.container)
-    w.body(node, ctx.into(name, "class"))
 
 
 def _js_method(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
@@ -617,8 +610,8 @@ _JAVASCRIPT: dict[str, _Handler] = {
     "call_expression": _js_call,
     "function_declaration": _js_function,
     "generator_function_declaration": _js_function,
-    "class_declaration": _js_class,
-    "abstract_class_declaration": _js_class,
+    "class_declaration": _class,
+    "abstract_class_declaration": _class,
     "method_definition": _js_method,
     "lexical_declaration": _js_declaration,
     "variable_declaration": _js_declaration,

@@ -13,7 +13,7 @@ import errno
 import itertools
 import os
 import stat as stat_mod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -404,6 +404,23 @@ class Walker:
         if i >= 1 and frames[i].fd >= 0:  # frame 0 (the start) stays open
             os.close(frames[i].fd)
             frames[i].fd = -1
+
+
+def keep_files(
+    batches: Generator[DirBatch, None, None], select: Callable[[DirBatch], list[FileEntry]]
+) -> Iterator[DirBatch]:
+    """The walk's batches with only the files ``select`` keeps of each: a batch left with
+    none is closed, not yielded, and the walk is closed when the caller stops."""
+    try:
+        for batch in batches:
+            files = select(batch)
+            if not files:
+                batch.close()
+                continue
+            batch.files = files
+            yield batch
+    finally:
+        batches.close()
 
 
 def order_key(path: bytes) -> bytes:

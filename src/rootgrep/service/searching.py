@@ -47,7 +47,7 @@ from ..models import (
 )
 from ..roots import Root
 from ..symbols import Symbol
-from ..walker import DirBatch, Walker, WalkOptions, order_key, path_batches
+from ..walker import DirBatch, FileEntry, Walker, WalkOptions, keep_files, order_key, path_batches
 from .base import (
     DEFAULT_MAX_LINE_CHARS,
     GREP_PAGE_BYTES,
@@ -811,17 +811,12 @@ def _filter_batches(
         yield from batches
         return
     key = order_key(after) if after is not None else None
-    try:
-        for batch in batches:
-            files = [
-                f
-                for f in batch.files
-                if (key is None or order_key(f.path) >= key) and (keep is None or keep(f.path))
-            ]
-            if not files:
-                batch.close()
-                continue
-            batch.files = files
-            yield batch
-    finally:
-        batches.close()
+
+    def select(batch: DirBatch) -> list[FileEntry]:
+        return [
+            f
+            for f in batch.files
+            if (key is None or order_key(f.path) >= key) and (keep is None or keep(f.path))
+        ]
+
+    yield from keep_files(batches, select)
