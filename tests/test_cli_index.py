@@ -174,7 +174,7 @@ def test_a_folding_daemon_answers_the_same(tmp_path: Path) -> None:
         for i in range(5):
             (tree / "pkg" / f"f{i}.py").write_text(f"{WORD}_{i} = {i}\n")
             stats = same_as_rg(cache, WORD, str(tree))
-            assert "searched by" in stats
+            assert "searched by index" in stats, stats  # (the daemon answers, dirty or not)
     finally:
         assert stop(daemon, 15) == 0
 
@@ -263,3 +263,75 @@ def test_a_killed_daemon_leaves_a_live_scan_and_its_successor_answers(tmp_path: 
     finally:
         assert stop(second, 15) == 0
     assert not list(cache.glob("*/daemon.sock"))  # (a clean stop removes its socket)
+
+
+@pytest.mark.parametrize("place", [b"lib//sub", b"lib/./sub", b"lib/../lib/sub", b"../outside"])
+def test_the_daemon_refuses_a_request_naming_its_directory_oddly(
+    tmp_path: Path, place, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A request's directory below the root must be plain names: with an empty, ``.`` or
+    ``..`` part the daemon's prefix cut would not match what the asker reads (its answer
+    says not fresh, and the asker scans live). And an answer over its cap is refused by the
+    daemon before it is sent, not only by the asker."""
+    from rootgrep.index import freshness
+    from rootgrep.index.freshness import PROTOCOL, FreshnessServer, _b64
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+
+    tree = make_tree(tmp_path / "tree")
+    (tree / "lib" / "sub").mkdir(parents=True)
+    (tree / "lib" / "sub" / "d.py").write_text(f"{WORD} = 4\n")
+    r = pin_root(str(tree))
+    manager = IndexManager(str(tmp_path / "cache"))
+    server = FreshnessServer(manager)
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        st = os.stat(tree / "lib" / "sub")
+        query = {"pattern": WORD, "regex": False, "case_sensitive": True}
+        request = {"v": PROTOCOL, "root": _b64(r.path), "place": _b64(b"lib/sub"),
+                   "dev": st.st_dev, "ino": st.st_ino, "q": query}  # fmt: skip
+        plain, _ = server.answer(r.path, request)
+        assert plain["fresh"], plain  # (the same directory, named plainly)
+        odd, paths = server.answer(r.path, {**request, "place": _b64(place)})
+        assert not odd["fresh"] and paths == [], odd
+        monkeypatch.setattr(freshness, "MAX_ANSWER", 3)  # (the one file's path is longer)
+        big, paths = server.answer(r.path, request)
+        assert not big["fresh"] and "cap" in big["why"] and paths == [], big
+    finally:
+        server.close()
+        manager.close()
+        r.close()
+
+
+def test_asking_for_a_fresh_index_creates_nothing_in_the_cache(tmp_path: Path) -> None:
+    """``ask_fresh`` only reads the cache: a cache dir that is missing is not made, and an
+    index folder evicted between the listing and the asking is not made again (was: both
+    were checked by name first, then opened with the creating openers)."""
+    import shutil
+
+    from rootgrep.index.cache import CacheDir, folder_name
+    from rootgrep.index.freshness import _ask_index, ask_fresh
+    from rootgrep.roots import pin_root
+
+    tree = make_tree(tmp_path / "tree")
+    r = pin_root(str(tree))
+    query = {"pattern": WORD, "regex": False, "case_sensitive": True}
+    try:
+        missing = tmp_path / "no-cache" / "here"
+        found, why = ask_fresh(str(missing), r, query, max_file_size=1 << 20)
+        assert found is None and "no index cache" in why
+        assert not (tmp_path / "no-cache").exists()
+        cache = CacheDir.open(str(tmp_path / "cache"))
+        try:
+            folder = cache.open_index(r.path)
+            assert folder is not None
+            folder.close()
+            shutil.rmtree(tmp_path / "cache" / folder_name(r.path))  # (evicted meanwhile)
+            found, why = _ask_index(cache, r.path, r, query, 1 << 20)
+            assert found is None and "gone" in why, why
+            assert not (tmp_path / "cache" / folder_name(r.path)).exists()
+        finally:
+            cache.close()
+    finally:
+        r.close()

@@ -5,6 +5,7 @@ snapshot."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -137,7 +138,8 @@ def test_a_full_journal_becomes_a_snapshot(tmp_path: Path, monkeypatch) -> None:
             j = Path(ix.dir) / JOURNAL_FILE
             sizes.append(j.stat().st_size if j.exists() else 0)
             assert sizes[-1] <= 400
-        assert 0 in sizes or min(sizes) < max(sizes)  # it was dropped along the way
+        # it was dropped along the way (a snapshot written): the journal shrank at least once
+        assert any(b < a for a, b in itertools.pairwise(sizes)), sizes
         got = read_state(os.path.join(ix.dir, STATE_FILE))
         assert got is not None and got[0] == ix.entries
 

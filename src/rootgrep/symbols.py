@@ -52,6 +52,7 @@ __all__ = [
     "Symbol",
     "extract",
     "language_of",
+    "line_signature",
     "outline",
 ]
 
@@ -228,6 +229,17 @@ def _parse(language: str, data: bytes) -> tree_sitter.Tree | None:
         return None
 
 
+SIGNATURE_LOOK = 4 * MAX_SIGNATURE  # bytes looked at on either side of a definition's start
+
+
+def line_signature(raw: bytes) -> str:
+    """A signature from the bytes of a definition's first line (at most ``SIGNATURE_LOOK``
+    of them either side of its start): decoded, trimmed, cut to ``MAX_SIGNATURE``. A line
+    no longer than ``SIGNATURE_LOOK`` is taken whole, so its signature is this of the whole
+    line (what the index's readers rely on: it stores no signatures)."""
+    return raw.decode("utf-8", "replace").strip()[:MAX_SIGNATURE]
+
+
 def extract(path: bytes, data: bytes) -> list[Symbol] | None:
     """The definitions in `data` (the bytes of the file at `path`), in source order; None when
     the path's language is not supported, [] when the file is over a cap (module docstring)."""
@@ -327,14 +339,13 @@ class _Walk:
         data = self.data
         # the whole first line (`export function f() {`), within a bounded look either side
         start = node.start_byte
-        line_start = data.rfind(b"\n", max(0, start - 4 * MAX_SIGNATURE), start) + 1
-        if line_start == 0 and start > 4 * MAX_SIGNATURE:
+        line_start = data.rfind(b"\n", max(0, start - SIGNATURE_LOOK), start) + 1
+        if line_start == 0 and start > SIGNATURE_LOOK:
             line_start = start
-        stop = data.find(b"\n", start, start + 4 * MAX_SIGNATURE)
+        stop = data.find(b"\n", start, start + SIGNATURE_LOOK)
         if stop < 0:
-            stop = min(max(node.end_byte, start + 1), start + 4 * MAX_SIGNATURE)
-        start = line_start
-        signature = data[start:stop].decode("utf-8", "replace").strip()[:MAX_SIGNATURE]
+            stop = min(max(node.end_byte, start + 1), start + SIGNATURE_LOOK)
+        signature = line_signature(data[line_start:stop])
         first = node.start_point.row
         end = node.end_point
         # a node ending at a line's start (a `#define` holds its newline) ends on the line before

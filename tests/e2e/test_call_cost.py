@@ -290,3 +290,13 @@ def test_the_symbol_cache_is_bounded() -> None:
     store.entries = dict(store.entries)
     cache.get(store, store.entries, b"f3", store.entries[b"f3"], load)
     assert loads == [b"f3"]
+    # across indexes too: the index used last keeps its files, the other one gives way
+    other = Store()
+    other.entries = {b"g": Entry(9)}
+    cache.get(other, other.entries, b"g", other.entries[b"g"], load)
+    cache.get(store, store.entries, b"f3", store.entries[b"f3"], load)  # (a hit: used now)
+    loads.clear()
+    cache.get(store, store.entries, b"f4", Entry(5), load)  # (over the cap: someone goes)
+    cache.get(store, store.entries, b"f3", store.entries[b"f3"], load)
+    cache.get(other, other.entries, b"g", other.entries[b"g"], load)
+    assert loads == [b"f4", b"g"], loads  # (f3 stayed; the other index's file went)

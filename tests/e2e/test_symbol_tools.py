@@ -284,6 +284,40 @@ async def test_signatures_from_the_index_are_read_from_the_files(
         ix = server.service.indexes.get(root.resolve().as_posix().encode())
         assert ix.index.find_symbols("parse")  # (the index answers: no signatures stored)
         assert all(not s.signature for _, s in ix.index.find_symbols("parse"))
+        asked = []
+        real = ix.index.find_symbols
+
+        def spy(*a, **kw):  # type: ignore[no-untyped-def]
+            asked.append(a)  # (the real lookup, only counted)
+            return real(*a, **kw)
+
+        ix.index.find_symbols = spy  # type: ignore[method-assign]
         r = await c.call_tool("find_symbol", {"name": "parse"})
+        assert asked, "find_symbol did not answer from the index"
         got = {(h["path"], h["line"]): h["signature"] for h in r.structured_content["symbols"]}
     assert got == live and all(got.values()), got
+
+
+async def test_a_signature_on_a_long_line_is_the_one_a_live_parse_gives(
+    make_server, tmp_path: Path
+) -> None:
+    """On a line longer than the extractor looks (a minified file), a definition's signature
+    starts at the definition, not at the line: find_symbol answering from the index (which
+    stores no signatures) gives the same signature as a live parse, for each definition of
+    the line."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    data = "var table = [" + ",".join(["1"] * 900) + "]; function foo(a) { return a; } "
+    data += "function bar(b) { return b; }\n"
+    (root / "min.js").write_text(data)
+    live = {s.name: s.signature for s in extract(b"min.js", data.encode()) or ()}
+    assert live["foo"].startswith("function foo(a)"), live
+    server = make_server([root], index=True)
+    async with connect(server, "legacy") as c:
+        await index_ready(server, root)
+        ix = server.service.indexes.get(root.resolve().as_posix().encode())
+        assert ix.index.find_symbols("foo")  # (the index answers)
+        for name in ("foo", "bar"):
+            r = await c.call_tool("find_symbol", {"name": name})
+            (hit,) = r.structured_content["symbols"]
+            assert hit["signature"] == live[name], (name, hit["signature"][:80])

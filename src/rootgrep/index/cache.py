@@ -84,17 +84,19 @@ class CacheDir:
         return self.fs.fd
 
     @classmethod
-    def open(cls, path: str) -> CacheDir:
-        """Pin the cache dir, creating it (and missing parents) 0700; refuse an unsafe one.
+    def open(cls, path: str, *, create: bool = True) -> CacheDir:
+        """Pin the cache dir, creating it (and missing parents) 0700 unless ``create`` is
+        False (then a missing one is ``CacheUnusable``); refuse an unsafe one.
 
         The ancestors are resolved by name (a cache under a symlinked ``~/.cache`` is fine);
         the cache dir itself never through a link."""
         path = os.path.abspath(path)
         parent = os.path.dirname(path)
         try:
-            os.makedirs(parent, mode=CACHE_MODE, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(path, CACHE_MODE)
+            if create:
+                os.makedirs(parent, mode=CACHE_MODE, exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(path, CACHE_MODE)
             fd = os.open(path, _O_DIR)  # the one open by name: pinning the cache
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -136,15 +138,19 @@ class CacheDir:
     def folder_path(self, name: str) -> str:
         return os.path.join(self.path, name)
 
-    def open_index(self, root_path: bytes) -> IndexFolder:
-        """The index folder of a root, created 0700 if missing, locked shared until closed."""
+    def open_index(self, root_path: bytes, *, create: bool = True) -> IndexFolder | None:
+        """The index folder of a root, created 0700 if missing (None instead when ``create``
+        is False), locked shared until closed."""
         name = folder_name(root_path).encode()
         for _ in range(_OPEN_TRIES):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, CACHE_MODE, dir_fd=self.fd)
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, CACHE_MODE, dir_fd=self.fd)
             try:
                 fd = os.open(name, _O_DIR, dir_fd=self.fd)
             except FileNotFoundError:
+                if not create:
+                    return None  # (not there, or evicted meanwhile: nothing is made)
                 continue  # evicted in between: make it again
             except OSError as e:
                 if e.errno not in (errno.ELOOP, errno.ENOTDIR):

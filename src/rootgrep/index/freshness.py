@@ -214,6 +214,7 @@ class FreshnessServer:
     ) -> tuple[dict[str, Any], list[bytes]]:
         """Fresh, with the files the asker must read (relative to its directory, in walk
         order), or why not. The watcher is drained first (``catch_up``)."""
+        from .. import confine
         from ..grep import DEFAULT_MAX_FILE_SIZE
         from .manager import shareable
         from .plan import plan
@@ -230,7 +231,9 @@ class FreshnessServer:
         if ix.state != "ready" or store is None or not store.ready or store.foreign:
             state = ix.state if ix.state != "ready" else "being folded"
             return {"fresh": False, "why": f"the daemon's index is {state}"}, []
-        comps = place.split(b"/") if place else []
+        comps = confine.split_relpath(place) if place else []
+        if b"/".join(comps) != place or b".." in comps or b"." in comps:
+            return {"fresh": False, "why": "the request names its directory oddly"}, []
         if comps and not shareable(ix.fs, comps, identity):
             return {"fresh": False, "why": "its index does not hold exactly this directory's "
                     "files (a hidden directory or an ignore file on the way)"}, []  # fmt: skip
@@ -258,6 +261,8 @@ class FreshnessServer:
             paths = [p[cut:] for p in paths if p.startswith(below)]
             changed = {p for p in changed if p.startswith(below)}
             held = store.count_below(place)[0]
+        if sum(map(len, paths)) + len(paths) > MAX_ANSWER:  # (here too, not only by the asker)
+            return {"fresh": False, "why": "the answer would be over its cap"}, []
         answer = {
             "fresh": True,
             "pid": os.getpid(),
@@ -312,11 +317,11 @@ def ask_fresh(
     ``case_sensitive``), from the index of it (or of a directory above it) that a running
     daemon keeps fresh; or None and why not (the grep then scans live). Nothing in the cache
     is created or written; an index folder is only locked shared while its daemon is asked."""
-    if not os.path.isdir(cache_dir):
-        return None, f"no index cache at {cache_dir}"
     try:
-        cache = CacheDir.open(cache_dir)
+        cache = CacheDir.open(cache_dir, create=False)
     except RootgrepError as e:
+        if not os.path.lexists(cache_dir):  # (only to say why: nothing is opened by it)
+            return None, f"no index cache at {cache_dir}"
         return None, f"the index cache is unusable: {e}"
     try:
         names = set(cache.names())
@@ -354,7 +359,9 @@ def _ask_index(
     dev, ino = target.fs.identity()
     request = {"v": PROTOCOL, "root": _b64(above), "place": _b64(b"/".join(comps)),
                "dev": dev, "ino": ino, "q": query}  # fmt: skip
-    folder = cache.open_index(above)  # (locked shared: never evicted while it is asked)
+    folder = cache.open_index(above, create=False)  # (locked shared while it is asked)
+    if folder is None:
+        return None, f"the index of {shown} is gone (evicted)"
     try:
         header, blob, why = _exchange(folder, above, request)
     finally:

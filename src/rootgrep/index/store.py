@@ -313,7 +313,9 @@ class RootIndex:
             self.cache, self._own_cache = CacheDir.open(self.cache_dir), True
         try:
             # pinned beneath the cache fd, never through a link; locked shared until close
-            self.folder = self.cache.open_index(self.root_path)
+            folder = self.cache.open_index(self.root_path)
+            assert folder is not None  # (made when missing)
+            self.folder = folder
         except BaseException:
             self._close_cache()
             raise

@@ -671,6 +671,7 @@ class SymbolCache:
             files = self._files(store, entries)
             if files is not None and key in files:
                 files.move_to_end(key)
+                self._by_store[id(store)] = self._by_store.pop(id(store))  # (its index too)
                 return files[key]
         syms = load(rel)
         with self._lock:
@@ -684,6 +685,7 @@ class SymbolCache:
             if key not in files:
                 files[key] = syms
                 self._held += _weight(syms)
+            self._by_store[id(store)] = self._by_store.pop(id(store))  # (used last: kept last)
             self._evict()
         return syms
 

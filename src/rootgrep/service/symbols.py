@@ -19,7 +19,7 @@ from ..errors import NotAFile
 from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
-from ..symbols import MAX_SIGNATURE, Symbol, extract, language_of
+from ..symbols import SIGNATURE_LOOK, Symbol, extract, language_of, line_signature
 from ..symbols import outline as outline_of
 from ..walker import Walker, WalkOptions, order_key
 from .base import (
@@ -93,7 +93,7 @@ class Symbols(ServiceBase):
             SymbolHit(
                 root=rid(r), path=display(rel), uri=file_uri(r, rel), name=s.name, kind=s.kind,
                 line=s.line, end_line=s.end_line, container=s.container,
-                signature=s.signature or signatures.get((id(r), rel, s.line), ""),
+                signature=s.signature or signatures.get((id(r), rel, s.line, s.name), ""),
             )
             for _ti, r, rel, s in page
         ]  # fmt: skip
@@ -209,16 +209,16 @@ class Symbols(ServiceBase):
 
 def _signatures(
     page: Sequence[tuple[int, Root, bytes, Symbol]], token: Token
-) -> dict[tuple[int, bytes, int], str]:
+) -> dict[tuple[int, bytes, int, str], str]:
     """The signatures the index does not store (the first line of each definition, trimmed,
     as ``symbols.extract`` makes it), read from the files as they are now: each file once, at
     most ``SIGNATURE_READ_BYTES`` in all for one page (past that, or for a file no longer
     there, the signature is left empty)."""
-    wanted: dict[tuple[int, bytes], tuple[Root, set[int]]] = {}
+    wanted: dict[tuple[int, bytes], tuple[Root, set[tuple[int, str]]]] = {}
     for _ti, r, rel, sym in page:
         if not sym.signature:
-            wanted.setdefault((id(r), rel), (r, set()))[1].add(sym.line)
-    out: dict[tuple[int, bytes, int], str] = {}
+            wanted.setdefault((id(r), rel), (r, set()))[1].add((sym.line, sym.name))
+    out: dict[tuple[int, bytes, int, str], str] = {}
     budget = SIGNATURE_READ_BYTES
     for (key, rel), (r, lines) in wanted.items():
         token.check()
@@ -231,11 +231,20 @@ def _signatures(
         except Exception:  # gone, or not a text file any more: no signature
             continue
         budget -= len(res.data)
-        text = res.data.split(b"\n", max(lines))
-        for n in lines:
-            if n <= len(text) and (n < len(text) or not res.truncated):
-                line = text[n - 1].decode("utf-8", "replace").strip()
-                out[(key, rel, n)] = line[:MAX_SIGNATURE]
+        text = res.data.split(b"\n", max(n for n, _ in lines))
+        parsed: dict[tuple[int, str], str] | None = None
+        for n, name in lines:
+            if n > len(text) or (n == len(text) and res.truncated):
+                continue
+            raw = text[n - 1]
+            if len(raw) <= SIGNATURE_LOOK:  # (taken whole by the extractor too)
+                out[(key, rel, n, name)] = line_signature(raw)
+                continue
+            if parsed is None and not res.truncated:  # a long line: the extractor's own
+                found = extract(rel, res.data) or []  # look around the definition's start
+                parsed = {(s.line, s.name): s.signature for s in reversed(found)}
+            if parsed is not None and (n, name) in parsed:
+                out[(key, rel, n, name)] = parsed[(n, name)]
     return out
 
 
