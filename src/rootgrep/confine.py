@@ -398,19 +398,34 @@ def holds_hidden(st: os.stat_result) -> bool:
 # ---- fd-relative primitives (a directory fd that is already confined + one name) ----------
 
 
-def scan_fd(dirfd: int, hidden: list[bytes] | None = None) -> list[Entry]:
+MAX_DIR_ENTRIES = 200_000  # a listing holds at most this many of a directory's entries
+
+
+class DirListing(list[Entry]):
+    """``scan_fd``'s answer; ``cut``: the directory held more than ``MAX_DIR_ENTRIES`` entries
+    and only the first ones read (in the kernel's order, then sorted) are in it."""
+
+    cut = False
+
+
+def scan_fd(dirfd: int, hidden: list[bytes] | None = None) -> DirListing:
     """List a directory fd opened O_RDONLY|O_DIRECTORY, sorted by name bytes, links unfollowed.
 
     Hidden entries (the cache dir, the audit log) are left out, their names added to
     ``hidden`` when given. (The entry's inode from the listing is checked first, free; only a
-    match costs an ``lstat``.)"""
-    out: list[Entry] = []
+    match costs an ``lstat``.) At most ``MAX_DIR_ENTRIES`` entries are read: a directory an
+    attacker or a generator filled costs bounded memory and time (the answer says ``cut``)."""
+    out = DirListing()
     append = out.append
     enc = _FS_ENCODING
     new = tuple.__new__  # Entry(...) without a Python frame: one per directory entry
     inos = _hidden_inos
+    room = MAX_DIR_ENTRIES
     with os.scandir(dirfd) as it:
         for de in it:
+            if len(out) >= room:
+                out.cut = True
+                break
             name = de.name.encode(enc, "surrogateescape")
             if inos and de.inode() in inos and _hidden_at(dirfd, name):
                 if hidden is not None:
@@ -1319,6 +1334,8 @@ def _copy_tree(
                 listing = scan_fd(sfd, hidden)
                 if hidden:
                     report.skipped.append((b"/".join(rel), HIDDEN_NOT_COPIED))
+                if listing.cut:
+                    report.skipped.append((b"/".join(rel), TOO_MANY_NOT_COPIED))
                 for e in listing:
                     where = [*rel, e.name]
                     if _hidden_at(dfd, e.name):
@@ -1435,6 +1452,7 @@ def _install(dirfd: int, tmp: bytes, name: bytes, overwrite: bool) -> None:
 HIDDEN_REASON = "holds an entry rootgrep keeps hidden (its cache or audit log); left in place"
 HIDDEN_NOT_COPIED = "holds an entry rootgrep keeps hidden (its cache or audit log); not copied"
 HIDDEN_NOT_REPLACED = "an entry rootgrep keeps hidden is in the way here; not copied over it"
+TOO_MANY_NOT_COPIED = f"holds more than {MAX_DIR_ENTRIES} entries; only that many copied"
 
 
 def _remove_tree_at(parent: int, name: bytes, kept: list[bytes] | None = None) -> int:
@@ -1452,7 +1470,9 @@ def _remove_tree_at(parent: int, name: bytes, kept: list[bytes] | None = None) -
             child = None
             here = b"/".join(stack_names)
             hidden: list[bytes] = []
-            for e in scan_fd(fd, hidden):
+            listing = scan_fd(fd, hidden)
+            gone = removed
+            for e in listing:
                 if e.kind == "dir":
                     sub = here + b"/" + e.name if here else e.name
                     if sub in full:
@@ -1461,6 +1481,8 @@ def _remove_tree_at(parent: int, name: bytes, kept: list[bytes] | None = None) -
                     break
                 os.unlink(e.name, dir_fd=fd)
                 removed += 1
+            if child is None and listing.cut and removed > gone:
+                continue  # a directory listed in part: list what is left of it again
             if hidden:
                 full.add(here)
                 if kept is not None:

@@ -158,6 +158,11 @@ class ListDirectoryResult(Listing):
     uri: str = ""
     entries: list[DirEntry]
     next_cursor: str | None = None
+    truncated: bool = Field(
+        default=False,
+        description="the directory holds more entries than one listing reads (200,000): "
+        "the pages hold only the first ones read",
+    )
 
 
 class TreeNode(BaseModel):

@@ -283,6 +283,8 @@ class Walker:
         except OSError as e:
             self.errors.append((rel, e.strerror or "cannot list"))
             listing = []
+        if getattr(listing, "cut", False):
+            self.errors.append((rel, f"more than {confine.MAX_DIR_ENTRIES} entries: rest skipped"))
         levels = parent_levels
         if not self.options.no_ignore:
             level = self._load_level(fd, rel, listing)

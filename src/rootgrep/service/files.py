@@ -137,7 +137,8 @@ class Files(ServiceBase):
         more = False
         names: list[bytes] = []  # (raw, for the cursors)
         try:
-            for e in confine.scan_fd(fd):
+            listing = confine.scan_fd(fd)
+            for e in listing:
                 if after is not None and e.name <= after:
                     continue
                 if len(entries) >= LIST_PAGE:
@@ -168,6 +169,7 @@ class Files(ServiceBase):
             uri=file_uri(r, b"/".join(comps)),
             entries=entries,
             next_cursor=resume_at(len(entries)) if entries else None,
+            truncated=listing.cut,
         )
         result._resume = resume_at
         return result

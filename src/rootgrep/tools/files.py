@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from ..confine import MAX_DIR_ENTRIES
 from ..models import (
     DirectoryTreeResult,
     FileInfoResult,
@@ -171,6 +172,11 @@ def answer_ls(r: ListDirectoryResult, out: Out) -> str:
             return f"({total - k} more entries of this page left out; continue with cursor={nxt})"
         if r.next_cursor:
             return f"(more: pass cursor={r.next_cursor})"
+        if r.truncated:
+            return (
+                f"(the directory holds more than {MAX_DIR_ENTRIES:,} entries: only the first "
+                "ones read are listed; reach the others with find_files or grep's glob)"
+            )
         return "" if total else "(empty)"
 
     shown, body = fit(pieces, out.budget, footer)
