@@ -36,6 +36,9 @@ class WalkOptions:
     # root-relative directories not entered (other effective roots nested in this one:
     # their files are reported under them, once)
     prune: frozenset[bytes] = frozenset()
+    # a cursor's position (root-relative): directories whose every path sorts before it are
+    # not entered, so a page resumed deep in a tree costs no walk of what went before
+    after: bytes | None = None
 
 
 class FileEntry(NamedTuple):
@@ -292,10 +295,13 @@ class Walker:
                 levels = [*parent_levels, level]
         kept: list[Entry] = []
         prune = self.options.prune
+        after = order_key(self.options.after) if self.options.after is not None else None
         for e in listing:
             if e.kind not in ("file", "dir"):
                 continue  # symlinks are never followed; FIFOs, sockets and devices never read
             if prune and e.kind == "dir" and (rel + b"/" + e.name if rel else e.name) in prune:
+                continue
+            if after is not None and e.kind == "dir" and _wholly_before(rel, e.name, after):
                 continue
             verdict = self._ignored(levels, rel, e) if levels else None
             if verdict is True:
@@ -423,6 +429,13 @@ def keep_files(
             yield batch
     finally:
         batches.close()
+
+
+def _wholly_before(rel: bytes, name: bytes, after: bytes) -> bool:
+    """Whether the directory ``rel``/``name`` and everything below it sort before the
+    position ``after`` (an ``order_key``): it sorts before and ``after`` is not inside it."""
+    key = order_key(rel + b"/" + name if rel else name)
+    return key < after and not after.startswith(key + b"\0")
 
 
 def order_key(path: bytes) -> bytes:

@@ -124,7 +124,7 @@ class Searching(ServiceBase):
             at = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
             sink.start(ti, r, at, resume["l"] if at is not None and resume else 0)
             prune = nested.get(r.path, frozenset())
-            opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune)
+            opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune, after=at)
             found = None if hidden or no_ignore else self._ready_index(r)
             start = b"/".join(c for c in comps if c != b".")
             # with no required trigram the index still knows which files are text (binary
@@ -211,7 +211,10 @@ class Searching(ServiceBase):
             after = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
             identity = rid(r)
             opts = WalkOptions(
-                hidden=hidden, no_ignore=no_ignore, prune=nested.get(r.path, frozenset())
+                hidden=hidden,
+                no_ignore=no_ignore,
+                prune=nested.get(r.path, frozenset()),
+                after=after,
             )
             walker = Walker(r.fs, b"/".join(comps), opts)
             batches = walker.batches()
