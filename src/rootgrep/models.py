@@ -328,3 +328,11 @@ class OutlineResult(BaseModel):
     truncated: bool = Field(
         False, description="the file is over the parse cap (2 MiB): no symbols were read"
     )
+    next_cursor: str | None = Field(
+        None, description="more definitions follow: pass it as `cursor` to get them"
+    )
+    _skip: int = PrivateAttr(default=0)  # definitions (in file order) a cursor already gave
+    _cursor: Callable[[int], str] | None = PrivateAttr(default=None)  # cursor after k of them
+
+    def _cursor_at(self, k: int) -> str | None:
+        return self._cursor(k) if self._cursor is not None else None

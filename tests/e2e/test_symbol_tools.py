@@ -321,3 +321,50 @@ async def test_a_signature_on_a_long_line_is_the_one_a_live_parse_gives(
             r = await c.call_tool("find_symbol", {"name": name})
             (hit,) = r.structured_content["symbols"]
             assert hit["signature"] == live[name], (name, hit["signature"][:80])
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_outline_cut_to_fit_continues_with_its_cursor(
+    make_server, tmp_path: Path, mode: str
+) -> None:
+    """A large file's outline is paged: each answer fits the budget (passed by at most one
+    item), says how to go on, and the pages together give every definition once, a method
+    under its class even when the class began on an earlier page."""
+    root = tmp_path / "root"
+    root.mkdir()
+    body = ["class Big:"] + [f"    def method_{i}(self):\n        return {i}\n" for i in range(120)]
+    body += [f"def top_{i}():\n    return {i}\n" for i in range(80)]
+    (root / "big.py").write_text("\n".join(body))
+    whole = [(s.kind, s.name, s.line) for s in extract(b"big.py", (root / "big.py").read_bytes())]
+    budget = 1500
+    async with connect(make_server([root], max_answer_chars=budget), mode) as c:
+
+        def flat(nodes, above=()):  # type: ignore[no-untyped-def]
+            for n in nodes:
+                yield (n["kind"], n["name"], n["line"]), above
+                yield from flat(n.get("children", []), (*above, n["name"]))
+
+        got: list[tuple[str, str, int]] = []
+        cursor = None
+        for _ in range(50):
+            r = await c.call_tool(
+                "outline", {"path": "big.py"} | ({"cursor": cursor} if cursor else {})
+            )
+            assert code(r) is None, text(r)
+            assert len(text(r)) <= budget + 200
+            items = list(flat(r.structured_content["symbols"]))
+            for item, above in items:
+                if item[1].startswith("method_"):
+                    assert above == ("Big",)  # (nested under its class on every page)
+            before = len(got)
+            got += [item for item, _ in items if item not in got]
+            assert len(got) > before, "a page must advance"
+            cursor = r.structured_content.get("next_cursor")
+            if cursor is None:
+                break
+            assert f"cursor={cursor}" in text(r)
+        assert cursor is None and sorted(got, key=lambda x: x[2]) == sorted(
+            whole, key=lambda x: x[2]
+        )
+        forged = await c.call_tool("outline", {"path": "big.py", "cursor": "x" + (cursor or "abc")})
+        assert code(forged) == "invalid_argument"

@@ -184,10 +184,17 @@ class Symbols(ServiceBase):
 
     @audited("outline", "read", "path")
     def outline(
-        self, roots: Sequence[Root], *, path: str, root: str | None = None
+        self,
+        roots: Sequence[Root],
+        *,
+        path: str,
+        root: str | None = None,
+        cursor: str | None = None,
     ) -> OutlineResult:
         r, comps = self._locate(roots, "outline", "read", path, root)
         rel = b"/".join(comps)
+        fp = _fingerprint(t="outline", r=r.id, p=display(comps))
+        skip = decode_cursor(cursor, "outline", fp)["n"] if cursor else 0
         if stat_mod.S_ISDIR(r.fs.stat(comps).st_mode):
             raise NotAFile(
                 f"'{display(comps)}' is a directory; outline takes a source file (list its "
@@ -201,10 +208,13 @@ class Symbols(ServiceBase):
             )
         res = r.fs.read(comps, max_bytes=MAX_SYMBOL_FILE_BYTES)
         symbols = extract(rel, res.data) or [] if not res.truncated else []
-        return OutlineResult(
+        result = OutlineResult(
             root=ref(r), path=display(comps), uri=file_uri(r, rel), language=language,
             symbols=[_node(n) for n in outline_of(symbols)], truncated=res.truncated,
         )  # fmt: skip
+        result._skip = skip if isinstance(skip, int) and skip > 0 else 0
+        result._cursor = lambda k: encode_cursor("outline", fp, n=k)
+        return result
 
 
 def _signatures(

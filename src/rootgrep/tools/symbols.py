@@ -78,6 +78,7 @@ FIND_SYMBOL = ToolSpec(
 class OutlineArgs(Args):
     path: PathArg
     root: RootArg = None
+    cursor: CursorArg = None
 
 
 def run_outline(c: Call, a: OutlineArgs) -> OutlineResult:
@@ -85,36 +86,51 @@ def run_outline(c: Call, a: OutlineArgs) -> OutlineResult:
 
 
 def answer_outline(r: OutlineResult, out: Out) -> str:
-    order: list[tuple[int, OutlineNode]] = []
+    """The definitions in file order, nested by indentation, from the cursor's place on (a
+    definition nested in one the cursor passed comes under that one again, as its context),
+    as many as fit; the rest is the next cursor's."""
+    order: list[tuple[int, OutlineNode, tuple[OutlineNode, ...]]] = []
 
-    def walk(nodes: list[OutlineNode], depth: int) -> None:
+    def walk(nodes: list[OutlineNode], depth: int, above: tuple[OutlineNode, ...]) -> None:
         for n in nodes:
-            order.append((depth, n))
-            walk(n.children, depth + 1)
+            order.append((depth, n, above))
+            walk(n.children, depth + 1, (*above, n))
 
-    walk(r.symbols, 0)
-    pieces = [f"{'  ' * d}{n.line}-{n.end_line} {n.kind} {n.name}" for d, n in order]
+    walk(r.symbols, 0, ())
+    skip = min(r._skip, len(order))
+    page = order[skip:]
+    context = list(page[0][2]) if page else []  # (the containers the cursor passed)
+    lines = [f"{'  ' * d}{n.line}-{n.end_line} {n.kind} {n.name}" for d, n, _ in page]
     head = f"{out.path(r.path, r.uri)} ({r.language})"
-    total = len(pieces)
+    heads = [head, *(f"{'  ' * d}{n.line}-{n.end_line} {n.kind} {n.name} (continued)"
+                     for d, n in enumerate(context))]  # fmt: skip
+    total = len(lines)
 
     def footer(k: int) -> str:
         if r.truncated:
             return "(the file is over the 2 MiB parse cap: use grep or read_file)"
-        if not total:
+        if not order:
             return "(no definitions)"
-        return f"({total - k} more definitions left out to fit the answer)" if k < total else ""
+        if k < total:
+            return f"({total - k} more definitions: continue with cursor={r._cursor_at(skip + k)})"
+        return ""
 
-    k, body = fit([head, *pieces], out.budget, lambda k: footer(max(0, k - 1)))
-    if k - 1 < total:
-        keep = {id(n) for _, n in order[: max(0, k - 1)]}
+    # (the heading and the containers go with the first definition: one piece, so a page
+    # always shows at least one definition and paging advances)
+    pieces = ["\n".join([*heads, *lines[:1]]), *lines[1:]]
+    k, body = fit(pieces, out.budget, lambda k: footer(k if total else 0))
+    shown = min(k, total)
+    keep = {id(n) for n in context} | {id(n) for _, n, _ in page[:shown]}
 
-        def prune(nodes: list[OutlineNode]) -> list[OutlineNode]:
-            kept = [n for n in nodes if id(n) in keep]
-            for n in kept:
-                n.children = prune(n.children)
-            return kept
+    def prune(nodes: list[OutlineNode]) -> list[OutlineNode]:
+        kept = [n for n in nodes if id(n) in keep]
+        for n in kept:
+            n.children = prune(n.children)
+        return kept
 
+    if skip or shown < total:
         r.symbols = prune(r.symbols)
+    r.next_cursor = r._cursor_at(skip + shown) if shown < total else None
     return body
 
 
