@@ -124,6 +124,15 @@ async def read_tools(c: Client, world: Path) -> list[Any]:
     out.append(ok(await c.call_tool("directory_tree", {})))
     out.append(ok(await c.call_tool("file_info", {"path": "notes.txt"})))
     out.append(ok(await c.call_tool("reindex", {})))
+    # pages (HMAC cursors) and the error paths (argument validation, missing files)
+    page = ok(await c.call_tool("find_files", {"pattern": "src", "max_results": 2}))
+    rest = ok(await c.call_tool("find_files", {"pattern": "src", "cursor": page["next_cursor"]}))
+    assert len(page["files"]) + len(rest["files"]) == len(SOURCES)
+    bad = await c.call_tool("grep", {"pattern": "x", "context": 99, "nope": 1})
+    assert code(bad) == "invalid_argument", text(bad)
+    missing = await c.call_tool("read_file", {"path": "src/none.py"})
+    assert code(missing) == "not_found", text(missing)
+    out += [page, rest, everything(bad), everything(missing)]
     for p in ("../outside/secret.txt", str(world / "outside" / "secret.txt")):
         res = await c.call_tool("read_file", {"path": p})
         assert code(res) == "outside_roots", text(res)
@@ -223,3 +232,20 @@ async def test_a_client_root_outside_the_operator_roots_is_refused(
     log = err.read_text()
     assert "rootgrep: sandbox probe: errno EACCES" in log
     assert MARKER not in log
+
+
+@needs_landlock
+async def test_per_call_roots_of_a_2026_client_are_served_inside_and_refused_outside(
+    tmp_path: Path, served: Path
+) -> None:
+    """A 2026-07-28 client's roots come with each call (pinned then, under the sandbox)."""
+    stub = RootsStub([uri(tmp_path / "outside"), uri(served / "src")])
+    with anyio.fail_after(120):
+        async with stdio(tmp_path, [served], "auto", stub, ["--sandbox"]) as (c, err, _pid):
+            g = ok(await c.call_tool("grep", {"pattern": "needle"}))
+            assert {m["path"] for m in g["matches"]} == set(SOURCES)
+            stub.uris = [uri(tmp_path / "outside")]
+            res = await c.call_tool("grep", {"pattern": MARKER})
+            assert code(res) == "no_roots", text(res)
+            assert MARKER not in everything(res)
+    clean(err)
