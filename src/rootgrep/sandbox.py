@@ -24,10 +24,15 @@ import contextlib
 import ctypes
 import errno
 import os
+import platform
+import stat
+import sys
 import threading
 from dataclasses import dataclass
 
-# syscall numbers: the same on x86_64 and aarch64 (generic table, Linux 5.13)
+# syscall numbers: the same in the unified table of these machines (Linux 5.13)
+_MACHINES = {"x86_64", "aarch64", "arm64", "riscv64", "ppc64le", "ppc64", "s390x", "i686",
+             "armv7l", "loongarch64"}  # fmt: skip
 _SYS_CREATE_RULESET = 444
 _SYS_ADD_RULE = 445
 _SYS_RESTRICT_SELF = 446
@@ -97,6 +102,10 @@ def _syscall(*args: object) -> int:
 
 def abi_version() -> tuple[int, str]:
     """The kernel's Landlock ABI (0 when it has none) and, when 0, why."""
+    if not sys.platform.startswith("linux"):
+        return 0, f"Landlock is Linux-only (this is {sys.platform})"
+    if platform.machine() not in _MACHINES:
+        return 0, f"Landlock's syscall numbers are not known here ({platform.machine()})"
     v = _syscall(
         ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
         ctypes.c_uint32(_CREATE_RULESET_VERSION),
@@ -197,8 +206,6 @@ def restrict(rules: list[Rule], *, min_abi: int = 1) -> int:
 
 
 def _is_dir(fd: int) -> bool:
-    import stat
-
     return stat.S_ISDIR(os.fstat(fd).st_mode)
 
 
