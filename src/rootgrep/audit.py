@@ -30,6 +30,11 @@ class Audit:
     def enabled(self) -> bool:
         return self._fd >= 0
 
+    @property
+    def fd(self) -> int:
+        """The log's fd (-1 when off): ``serve --sandbox`` grants writes to this file."""
+        return self._fd
+
     def record(
         self,
         *,

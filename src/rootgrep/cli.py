@@ -303,6 +303,16 @@ def _serve_parser() -> argparse.ArgumentParser:
         help="stop when the process that started this one dies, even by SIGKILL (Linux "
         "PR_SET_PDEATHSIG; `make run` uses it)",
     )
+    p.add_argument(
+        "--sandbox",
+        nargs="?",
+        const="strict",
+        choices=("strict", "best-effort"),
+        help="after start-up, restrict the process with Landlock: read only beneath the "
+        "--roots (write with --allow-write), read-write the cache dir and the audit log, "
+        "nothing else, no programs run; needs --root. Refuses to start where the kernel "
+        "lacks it, unless --sandbox=best-effort (which warns and goes on)",
+    )
     return p
 
 
@@ -356,6 +366,11 @@ def _serve(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"rootgrep: {problem}", file=sys.stderr)
             return 2
+    if args.sandbox:
+        problem = _sandbox_problem(args.sandbox, dirs)
+        if problem is not None:
+            print(f"rootgrep: {problem}", file=sys.stderr)
+            return 2
     roots = [pin_root(d, symlinks=args.symlinks) for d in dirs]
     from .index.manager import IndexManager
 
@@ -367,8 +382,6 @@ def _serve(args: argparse.Namespace) -> int:
         idle_seconds=args.index_idle_seconds,
         max_watched_roots=args.max_watched_roots,
     )
-    for r in roots:
-        indexes.activate(r, 0)  # operator roots start building at once, in the background
     settings = Settings(
         allow_write=args.allow_write,
         symlinks=args.symlinks,
@@ -378,15 +391,103 @@ def _serve(args: argparse.Namespace) -> int:
         max_roots_per_session=args.max_roots_per_session,
         max_answer_chars=min(MAX_ANSWER_CHARS, max(200, args.max_answer_chars)),
     )
-    service = Service(roots, settings, Audit(args.audit_log), indexes)
+    audit = Audit(args.audit_log)
+    service = Service(roots, settings, audit, indexes)
     mcp = build_server(service)
+
+    def start() -> None:
+        # (with one thread still: the sandbox, when asked for, must come before any other)
+        if args.sandbox:
+            _enter_sandbox(args, roots, indexes.cache, audit)
+        _test_probe()
+        for r in roots:
+            indexes.activate(r, 0)  # operator roots start building at once, in the background
+
     if args.transport == "stdio":
+        start()
         serve_stdio(mcp)
         return 0
     url = f"http://{args.host}:{args.port}/mcp"
     print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
-    serve_http(mcp, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host)
+    serve_http(
+        mcp, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host,
+        before_serving=start,
+    )  # fmt: skip
     return 0
+
+
+SANDBOX_PROBE_ENV = "ROOTGREP_TEST_SANDBOX_PROBE"
+
+
+def _sandbox_problem(mode: str, dirs: list[str]) -> str | None:
+    """Why ``serve --sandbox`` cannot start (checked before anything is opened), or None."""
+    if not dirs:
+        return (
+            "--sandbox needs at least one --root (or $ROOTGREP_ROOTS): the sandboxed process "
+            "can read only beneath the operator roots, so client roots outside them could not "
+            "be served; pass --root DIR for each directory to serve"
+        )
+    if mode == "strict":
+        from .sandbox import STRICT_MIN_ABI, abi_version
+
+        abi, why = abi_version()
+        if abi == 0:
+            return f"--sandbox: {why}; use --sandbox=best-effort to serve without it"
+        if abi < STRICT_MIN_ABI:
+            return (
+                f"--sandbox: the kernel's Landlock ABI is {abi}, --sandbox needs "
+                f"{STRICT_MIN_ABI} (Linux 6.2) to govern every right that changes a file; use "
+                "--sandbox=best-effort to serve with what it has"
+            )
+    return None
+
+
+def _enter_sandbox(args: argparse.Namespace, roots: list[Root], cache: Any, audit: Any) -> None:
+    """Restrict the process with Landlock (see sandbox.py), beneath the fds it holds. Strict:
+    a failure stops the server (SystemExit, one line); best-effort: a warning on stderr."""
+    from . import sandbox
+    from .sandbox import Rule
+
+    tree = sandbox.READ | (sandbox.WRITE_TREE if args.allow_write else 0)
+    rules = [Rule(r.fs.fd, tree, f"--root {os.fsdecode(r.path)}") for r in roots]
+    if cache is not None:
+        rules.append(Rule(cache.fd, sandbox.CACHE, "the cache dir"))
+    if audit.fd >= 0:
+        rules.append(Rule(audit.fd, sandbox.LOG, "the audit log"))
+    strict = args.sandbox == "strict"
+    sandbox.load_lazy_modules()
+    try:
+        abi = sandbox.restrict(rules, min_abi=sandbox.STRICT_MIN_ABI if strict else 1)
+    except sandbox.SandboxError as e:
+        if strict:
+            raise SystemExit(f"--sandbox: {e}") from None
+        print(f"rootgrep: warning: --sandbox=best-effort: {e}; serving WITHOUT the sandbox",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return
+    if abi < sandbox.STRICT_MIN_ABI:
+        print(f"rootgrep: warning: --sandbox=best-effort: Landlock ABI {abi} governs only part "
+              "of the rights that change a file (truncate needs ABI 3)", file=sys.stderr,
+              flush=True)  # fmt: skip
+    import logging
+
+    logging.getLogger("rootgrep").info("sandboxed with Landlock ABI %d", abi)
+
+
+def _test_probe() -> None:
+    """Test-only (``ROOTGREP_TEST_SANDBOX_PROBE=PATH``, read once here at start, never by a
+    tool): open PATH by plain name and say on stderr whether the kernel let it, so a test sees
+    the sandbox hold by itself."""
+    path = os.environ.get(SANDBOX_PROBE_ENV)
+    if not path:
+        return
+    import errno
+
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+        outcome = "opened"
+    except OSError as e:
+        outcome = f"errno {errno.errorcode.get(e.errno, e.errno)}"
+    print(f"rootgrep: sandbox probe: {outcome}", file=sys.stderr, flush=True)
 
 
 def _port_problem(host: str, port: int) -> str | None:

@@ -812,8 +812,19 @@ def serve_http(
     port: int,
     token: str | None,
     allowed_hosts: Sequence[str] = (),
+    before_serving: Callable[[], None] | None = None,
 ) -> None:
+    """Serve streamable HTTP. ``before_serving`` runs once the app is built, uvicorn's
+    modules are loaded and the listening socket is bound, and before the event loop (or any
+    thread) starts: where ``serve --sandbox`` restricts the process, and operator roots start
+    indexing."""
     import uvicorn
 
     app = http_app(mcp, host=host, token=token, allowed_hosts=allowed_hosts)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    config.load()  # (imports the protocol classes uvicorn picks at run time)
+    config.get_loop_factory()  # (imports the event loop's module)
+    sock = config.bind_socket()
+    if before_serving is not None:
+        before_serving()
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,243 @@
+"""``serve --sandbox`` (sandbox.py, Landlock): the kernel itself holds the line.
+
+Each check runs in a child process (a restriction cannot be undone): a sandboxed server's
+test probe (``ROOTGREP_TEST_SANDBOX_PROBE``, opened by plain name once restricted) of a file
+outside its roots fails with EACCES, and the same probe without ``--sandbox`` opens it (so
+the test can fail); ``sandbox.restrict`` grants exactly its rules (no read, write, listing or
+``execve`` elsewhere, the Python prefix included; the network stays open) and refuses a
+process with more than one thread; ``--sandbox`` without ``--root`` and a kernel without
+Landlock (made so for one process by a seccomp filter: the syscall answers ENOSYS) are
+refused in one line, unless ``--sandbox=best-effort``, which warns and serves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rootgrep.sandbox import abi_version
+from support import MARKER
+
+ABI, WHY = abi_version()
+needs_landlock = pytest.mark.skipif(ABI == 0, reason=f"no Landlock here: {WHY}")
+PROBE = "ROOTGREP_TEST_SANDBOX_PROBE"
+
+# A seccomp filter making landlock_create_ruleset (444) answer ENOSYS, as a kernel without
+# Landlock does, installed before the server's interpreter is exec'd (filters survive exec).
+NO_LANDLOCK = textwrap.dedent(
+    """
+    import ctypes, errno, os, sys
+    class F(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8),
+                    ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+    class P(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(F))]
+    prog = (F * 4)(F(0x20, 0, 0, 0),                       # load the syscall number
+                   F(0x15, 0, 1, 444),                     # landlock_create_ruleset?
+                   F(0x06, 0, 0, 0x00050000 | errno.ENOSYS),  # then ENOSYS
+                   F(0x06, 0, 0, 0x7FFF0000))              # else allow
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0                 # PR_SET_NO_NEW_PRIVS
+    assert libc.prctl(22, 2, ctypes.byref(P(4, prog)), 0, 0) == 0, ctypes.get_errno()
+    os.execv(sys.executable, [sys.executable, "-m", "rootgrep", *sys.argv[1:]])
+    """
+)
+
+
+@pytest.fixture
+def tree(world: Path) -> Path:
+    (world / "cache").mkdir(mode=0o700)
+    return world / "root"
+
+
+def serve(
+    world: Path, *args: str, probe: Path | None = None, no_landlock: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``rootgrep serve`` over stdio with stdin at EOF: it starts (sandboxed or not), runs
+    the probe, and stops once it reads the end of its input."""
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(world / "cache")}
+    env.pop(PROBE, None)
+    if probe is not None:
+        env[PROBE] = str(probe)
+    head = ["-c", NO_LANDLOCK] if no_landlock else ["-m", "rootgrep"]
+    return subprocess.run(
+        [sys.executable, *head, "serve", *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(world),
+        timeout=60,  # (hang guard)
+    )
+
+
+def probed(res: subprocess.CompletedProcess[str]) -> str:
+    lines = [x for x in res.stderr.splitlines() if x.startswith("rootgrep: sandbox probe: ")]
+    assert len(lines) == 1, res.stderr[-3000:]
+    assert MARKER not in res.stdout + res.stderr
+    return lines[0].removeprefix("rootgrep: sandbox probe: ")
+
+
+@needs_landlock
+def test_a_sandboxed_server_cannot_open_an_outside_file_by_name(world: Path, tree: Path) -> None:
+    secret = world / "outside" / "secret.txt"
+    res = serve(world, "--root", str(tree), "--sandbox", probe=secret)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert probed(res) == "errno EACCES"
+    # the same probe without the sandbox opens it: the refusal is the sandbox's
+    res = serve(world, "--root", str(tree), probe=secret)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert probed(res) == "opened"
+
+
+@needs_landlock
+def test_a_sandboxed_server_reads_beneath_its_roots_and_nothing_else(
+    world: Path, tree: Path
+) -> None:
+    """Inside a root: opened. The Python prefix, a sibling sharing the root's prefix, the
+    parent of the root, /etc: refused (a lazy import could not read its module either)."""
+    outcomes = {
+        tree / "sub" / "b.txt": "opened",
+        world / "root-evil" / "x.txt": "errno EACCES",
+        world: "errno EACCES",
+        Path(os.__file__): "errno EACCES",
+        Path("/etc/passwd"): "errno EACCES",
+    }
+    for path, want in outcomes.items():
+        res = serve(world, "--root", str(tree), "--sandbox", "--no-index", probe=path)
+        assert (probed(res), res.returncode) == (want, 0), (path, res.stderr[-2000:])
+
+
+def test_sandbox_without_a_root_is_refused_in_one_line(world: Path) -> None:
+    env_roots = os.environ.pop("ROOTGREP_ROOTS", None)
+    try:
+        res = serve(world, "--sandbox")
+    finally:
+        if env_roots is not None:
+            os.environ["ROOTGREP_ROOTS"] = env_roots
+    assert res.returncode == 2
+    (line,) = res.stderr.splitlines()
+    assert line.startswith("rootgrep: --sandbox needs at least one --root"), line
+    assert "client roots outside them could not be served" in line
+    assert "pass --root DIR" in line
+
+
+def test_strict_sandbox_refuses_a_kernel_without_landlock(world: Path, tree: Path) -> None:
+    secret = world / "outside" / "secret.txt"
+    res = serve(world, "--root", str(tree), "--sandbox", probe=secret, no_landlock=True)
+    assert res.returncode == 2, res.stderr[-3000:]
+    (line,) = res.stderr.splitlines()
+    assert line.startswith("rootgrep: --sandbox: the kernel has no Landlock (ENOSYS"), line
+    assert "--sandbox=best-effort" in line
+    assert "probe" not in res.stderr  # (it stopped before serving anything)
+
+
+def test_best_effort_sandbox_warns_and_serves_without_landlock(world: Path, tree: Path) -> None:
+    secret = world / "outside" / "secret.txt"
+    res = serve(world, "--root", str(tree), "--sandbox=best-effort", probe=secret, no_landlock=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    warnings = [x for x in res.stderr.splitlines() if "--sandbox=best-effort" in x]
+    assert len(warnings) == 1 and "WITHOUT the sandbox" in warnings[0], res.stderr
+    assert "the kernel has no Landlock" in warnings[0]
+    assert probed(res) == "opened"  # (no sandbox: the warning told the truth)
+
+
+@needs_landlock
+def test_best_effort_sandbox_restricts_where_landlock_is_there(world: Path, tree: Path) -> None:
+    secret = world / "outside" / "secret.txt"
+    res = serve(world, "--root", str(tree), "--sandbox=best-effort", probe=secret)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "warning" not in res.stderr
+    assert probed(res) == "errno EACCES"
+
+
+# ---- sandbox.restrict itself, in a child process --------------------------------------------
+
+RESTRICT = textwrap.dedent(
+    """
+    import errno, os, socket, sys, threading
+    from rootgrep import sandbox
+    ro, rw, outside = sys.argv[1:4]
+    fds = [os.open(ro, os.O_PATH | os.O_DIRECTORY), os.open(rw, os.O_RDONLY | os.O_DIRECTORY)]
+    if sys.argv[4] == "thread":
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+    try:
+        sandbox.restrict([sandbox.Rule(fds[0], sandbox.READ, "ro"),
+                          sandbox.Rule(fds[1], sandbox.CACHE, "rw")])
+    except sandbox.SandboxError as e:
+        print("refused:", e); sys.exit(0)
+
+    def attempt(name, fn):
+        try:
+            fn(); print(name, "ok")
+        except OSError as e:
+            print(name, errno.errorcode[e.errno])
+
+    attempt("read-ro", lambda: os.close(os.open(ro + "/f", os.O_RDONLY)))
+    attempt("list-ro", lambda: os.listdir(ro))
+    attempt("write-ro", lambda: os.close(os.open(ro + "/new", os.O_WRONLY | os.O_CREAT)))
+    attempt("append-ro", lambda: os.close(os.open(ro + "/f", os.O_WRONLY | os.O_APPEND)))
+    attempt("mkdir-rw", lambda: os.mkdir(rw + "/d"))
+    attempt("write-rw", lambda: os.close(os.open(rw + "/d/n", os.O_WRONLY | os.O_CREAT)))
+    attempt("rename-rw", lambda: os.rename(rw + "/d/n", rw + "/n2"))
+    attempt("truncate-rw", lambda: os.truncate(rw + "/n2", 0))
+    attempt("socket-rw", lambda: socket.socket(socket.AF_UNIX).bind(rw + "/s"))
+    attempt("read-outside", lambda: os.close(os.open(outside, os.O_RDONLY)))
+    attempt("list-outside", lambda: os.listdir(os.path.dirname(outside)))
+    attempt("truncate-outside", lambda: os.truncate(outside, 0))
+    attempt("read-prefix", lambda: os.close(os.open(os.__file__, os.O_RDONLY)))
+    attempt("exec", lambda: os.execv("/bin/true", ["/bin/true"]))
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+    attempt("tcp", lambda: socket.socket().connect(s.getsockname()))
+    """
+)
+
+
+def restrict_in_child(world: Path, mode: str) -> dict[str, str]:
+    ro, rw = world / "root", world / "rw"
+    (ro / "f").write_text("x\n")
+    rw.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-c", RESTRICT, str(ro), str(rw), str(world / "outside" / "secret.txt"),
+         mode], capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    if out.startswith("refused:"):
+        return {"refused": out.strip()}
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+@needs_landlock
+def test_restrict_grants_exactly_its_rules(world: Path) -> None:
+    before = (world / "outside" / "secret.txt").read_text()
+    got = restrict_in_child(world, "alone")
+    assert got == {
+        "read-ro": "ok",
+        "list-ro": "ok",
+        "write-ro": "EACCES",
+        "append-ro": "EACCES",
+        "mkdir-rw": "ok",
+        "write-rw": "ok",
+        "rename-rw": "ok",  # (across directories: REFER)
+        "truncate-rw": "ok",
+        "socket-rw": "ok",
+        "read-outside": "EACCES",
+        "list-outside": "EACCES",
+        "truncate-outside": "EACCES",
+        "read-prefix": "EACCES",
+        "exec": "EACCES",
+        "tcp": "ok",  # the network is not restricted
+    }, got
+    assert (world / "outside" / "secret.txt").read_text() == before
+    assert not (world / "root" / "new").exists()
+
+
+@needs_landlock
+def test_restrict_refuses_a_process_with_another_thread(world: Path) -> None:
+    got = restrict_in_child(world, "thread")
+    assert got.get("refused", "").startswith(
+        "refused: refusing to restrict a process with 2 threads"
+    )
