@@ -303,6 +303,7 @@ class RootIndex:
     corrupt: bool = field(init=False, default=False)  # the state broke an invariant
     foreign: bool = field(init=False, default=False)  # its writer indexes another directory
     _writer: Any = field(init=False, default=None)
+    _swept: bool = field(init=False, default=False)  # tantivy's temps removed (once)
     _pending: tuple[dict[bytes, Entry], bool] | None = field(init=False, default=None)
     _order: tuple[dict[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
@@ -842,11 +843,15 @@ class RootIndex:
         # tantivy writes by path: only while that path still names this folder's own
         self.folder.check_path(self._tantivy_path)
         try:
-            return self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+            writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
         except ValueError as e:
             if "Lock" in str(e):
                 raise WriterBusy(str(e)) from None
             raise
+        if not self._swept:  # (holding the writer: no other process writes tantivy's temps)
+            self._swept = True
+            self.folder.sweep_tantivy_temps("tantivy")
+        return writer
 
     def close(self) -> None:
         """Release a held writer (its lock) after its merges finish, then the folder's lock
