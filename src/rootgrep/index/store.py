@@ -303,7 +303,6 @@ class RootIndex:
     corrupt: bool = field(init=False, default=False)  # the state broke an invariant
     foreign: bool = field(init=False, default=False)  # its writer indexes another directory
     _writer: Any = field(init=False, default=None)
-    _swept: bool = field(init=False, default=False)  # tantivy's temps removed (once)
     _pending: tuple[dict[bytes, Entry], bool] | None = field(init=False, default=None)
     _order: tuple[dict[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
@@ -848,9 +847,13 @@ class RootIndex:
             if "Lock" in str(e):
                 raise WriterBusy(str(e)) from None
             raise
-        if not self._swept:  # (holding the writer: no other process writes tantivy's temps)
-            self._swept = True
-            self.folder.sweep_tantivy_temps("tantivy")
+        # What a writer killed mid-commit left (any process's: this one may have let the
+        # writer go between syncs): its files the last commit does not name go, or the next
+        # commit, reaching the same opstamp, fails on a delete file of the same name
+        # (``<segment>.<opstamp>.del``: "FileAlreadyExists") in every process, for good.
+        # Done only while holding the writer: then no other process writes there.
+        writer.garbage_collect_files()
+        self.folder.sweep_tantivy_temps("tantivy")
         return writer
 
     def close(self) -> None:
