@@ -11,7 +11,8 @@ one phase:
   random delay over about two fold periods;
 - ``commit``: killed as soon as tantivy's folder changes (a new segment file, or
   ``meta.json`` replaced), plus 0-5 ms;
-- ``state``: killed as soon as ``state.bin`` is replaced or ``state.log`` grows, plus 0-2 ms.
+- ``state``: killed as soon as the temp of the next ``state.bin`` appears, ``state.bin`` is
+  replaced or ``state.log`` grows, plus 0-2 ms.
 
 After each kill the next start is checked in this process: the index the killed process
 left opens (``RootIndex``), re-syncs, names exactly the files a walk lists, and answers a
@@ -63,6 +64,7 @@ class Report:
     missed: Counter[str] = field(default_factory=Counter)  # the process ended first
     failures: list[str] = field(default_factory=list)
     checks: int = 0
+    temps_left: int = 0  # temps of atomic writes a kill left in the index folder
     files: int = 0
     build_seconds: float = 0.0
     resync_seconds: float = 0.0
@@ -76,6 +78,7 @@ class Report:
             "failures": len(self.failures),
             "failure_details": self.failures[:20],
             "checks": self.checks,
+            "temps_left_by_kills": self.temps_left,
             "files": self.files,
             "build_seconds": round(self.build_seconds, 2),
             "resync_seconds": round(self.resync_seconds, 2),
@@ -183,7 +186,9 @@ def _stamp_tantivy(d: Path) -> tuple[frozenset[str], int]:
     return names, ino
 
 
-def _stamp_state(d: Path) -> tuple[int, int]:
+def _stamp_state(d: Path) -> tuple[int, int, bool]:
+    """The snapshot's inode, the journal's size, and whether a temp of an atomic write
+    (the next snapshot being written) is there now."""
     try:
         snap = os.stat(d / "state.bin").st_ino
     except OSError:
@@ -192,7 +197,18 @@ def _stamp_state(d: Path) -> tuple[int, int]:
         log = os.stat(d / "state.log").st_size
     except OSError:
         log = -1
-    return snap, log
+    try:
+        temp = any(confine.is_temp_name(n) for n in os.listdir(os.fsencode(d)))
+    except OSError:
+        temp = False
+    return snap, log, temp
+
+
+def _temps_in(d: Path) -> int:
+    try:
+        return sum(1 for n in os.listdir(os.fsencode(d)) if confine.is_temp_name(n))
+    except OSError:
+        return 0
 
 
 def _watch_until(
@@ -218,8 +234,9 @@ def _new_segment(before: object, now: object) -> bool:
 
 
 def _state_moved(before: object, now: object) -> bool:
-    (b_snap, b_log), (n_snap, n_log) = before, now  # type: ignore[misc]
-    return n_snap != b_snap or n_log > b_log
+    """A snapshot being written (its temp appeared) or replaced, or the journal grew."""
+    (b_snap, b_log, b_temp), (n_snap, n_log, n_temp) = before, now  # type: ignore[misc]
+    return n_snap != b_snap or n_log > b_log or (n_temp and not b_temp)
 
 
 class KillLoop:
@@ -313,6 +330,7 @@ class KillLoop:
                 time.sleep(self.rng.uniform(0, 0.002) if seen else 0)
             landed = _kill(p1)
         (self.report.kills if landed else self.report.missed)[phase] += 1
+        self.report.temps_left += _temps_in(self.folder)
         self.check(phase)
 
     # -- the check after each kill ----------------------------------------------------------
@@ -356,9 +374,8 @@ class KillLoop:
                     rg = _rg(self.tree, pattern)
                     if rg is not None and rg != {p for p, _ in live}:
                         problems.append(f"{pattern!r}: live grep differs from rg")
-                temps = [n for n in os.listdir(self.folder) if confine.is_temp_name(n.encode())]
-                if temps:
-                    problems.append(f"temps left in the index folder: {temps}")
+                if _temps_in(self.folder):
+                    problems.append("temps left in the index folder after its next open")
                 for p in problems:
                     self.report.failures.append(f"#{n} {phase}: {p}")
             finally:
