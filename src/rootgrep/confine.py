@@ -1580,23 +1580,20 @@ def _create_temp(dirfd: int, name: bytes, mode: int) -> tuple[bytes, int]:
 
 def remove_dead_temp(dirfd: int, name: bytes) -> bool:
     """Remove the temp ``name`` beneath the confined directory ``dirfd`` if no writer holds
-    it: named like one of ours (``is_temp_name``), a regular file with one link, owned by
-    this process's user, not hidden, and its lock free now. A link, a directory, a FIFO, a
+    it: named like one of ours (``is_temp_name``), a regular file (reached with ``O_PATH``
+    and reopened, so no FIFO or device is ever opened; never through a link) with one link,
+    owned by this process's user (any owner when running as root: root's writes keep the
+    target's owner), not hidden, and its lock free now. A link, a directory, a FIFO, a
     hard-linked file or another user's file so named is left alone. True when removed."""
     if not is_temp_name(name):
         return False
     try:
-        fd = os.open(name, _O_READ | os.O_NOFOLLOW, dir_fd=dirfd)
-    except OSError:
-        return False  # (a link: ELOOP; gone: ENOENT; a FIFO opens at once, O_NONBLOCK)
+        fd, st = open_file_at(dirfd, name)
+    except (OSError, RootgrepError):
+        return False  # (a link, gone, hidden, not a regular file)
     try:
-        st = os.fstat(fd)
-        if (
-            not stat_mod.S_ISREG(st.st_mode)
-            or st.st_nlink != 1
-            or st.st_uid != os.geteuid()
-            or is_hidden(st)
-        ):
+        euid = os.geteuid()
+        if st.st_nlink != 1 or (euid != 0 and st.st_uid != euid):
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
