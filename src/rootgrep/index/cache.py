@@ -47,11 +47,9 @@ MANIFEST = b"manifest.json"
 LAST_USED = b"last_used"
 _EVICTING = b".evict-"  # a folder being removed (renamed first, so nobody opens it by name)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_OPEN_TRIES = 20
+_OPEN_TRIES = 20  # an evictor racing the open of the same folder, again and again
 MAX_SWEPT_TEMPS = 64  # temps a killed process left, removed per folder per open
-TANTIVY_TEMP = re.compile(
-    rb"\A\.tmp[A-Za-z0-9]{6}\Z"
-)  # the tempfile crate's names  # an evictor racing the open of the same folder, again and again
+TANTIVY_TEMP = re.compile(rb"\A\.tmp[A-Za-z0-9]{6}\Z")  # the tempfile crate's names
 
 
 def hide_if_present(path: str) -> tuple[int, int] | None:
@@ -356,8 +354,8 @@ class IndexFolder:
     def sweep_tantivy_temps(self, sub: str) -> int:
         """Remove the temps tantivy's own atomic writes (``meta.json``, ``.managed.json``:
         ``.tmp`` and 6 letters or digits) left in the subfolder ``sub``. Only while this
-        process holds the index's writer: tantivy writes them only then (the orphaned
-        segment files of a killed commit are tantivy's own to collect, at the next commit).
+        process holds the index's writer: tantivy writes them only then (the segment and
+        delete files a killed commit left are tantivy's own to collect: ``_new_writer``).
         Regular files only, never through a link; at most ``MAX_SWEPT_TEMPS``."""
         removed = 0
         try:

@@ -852,7 +852,10 @@ class RootIndex:
         # commit, reaching the same opstamp, fails on a delete file of the same name
         # (``<segment>.<opstamp>.del``: "FileAlreadyExists") in every process, for good.
         # Done only while holding the writer: then no other process writes there.
-        writer.garbage_collect_files()
+        try:
+            writer.garbage_collect_files()
+        except ValueError as e:  # (then a commit may fail, and says why)
+            log.warning("index of %r: collecting unused files failed: %s", self.dir, e)
         self.folder.sweep_tantivy_temps("tantivy")
         return writer
 
