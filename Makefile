@@ -8,7 +8,7 @@ PORT   ?= 8765
 # the checkout is served unless ARGS names its own roots (`make run ARGS="--root X"`)
 RUN_ROOT = $(if $(filter --root --root=%,$(ARGS)),,--root "$(CURDIR)")
 
-.PHONY: install run test bench bench-growth bench-edits lint format clean
+.PHONY: install run test bench bench-growth bench-edits kill-loop lint format clean
 
 install: $(STAMP)
 
@@ -45,6 +45,13 @@ bench-growth: install
 bench-edits: install
 	@mkdir -p .benchmarks
 	$(BIN)/python benchmarks/edit_cost.py --out .benchmarks/edit_cost.jsonl $(ARGS)
+
+# SIGKILL an indexing process 100 times at build, fold, commit and state write; after each
+# the index must open, re-sync and answer as a live scan (minutes). ARGS passes options,
+# e.g. `make kill-loop ARGS="--kills 20 --files 300"`
+kill-loop: install
+	@mkdir -p .benchmarks
+	$(BIN)/python benchmarks/kill_loop.py --json .benchmarks/kill_loop.json $(ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

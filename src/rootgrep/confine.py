@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
+import re
 import stat as stat_mod
 import sys
 import threading
@@ -1102,8 +1104,8 @@ class Beneath:
                 mode = stat_mod.S_IMODE(keep.st_mode) if keep is not None else 0o644
             mode &= 0o777
             owner = (keep.st_uid, keep.st_gid) if keep is not None and os.geteuid() == 0 else None
-            tmp = _write_temp(dirfd, name, mode, (data,), owner)
-            _install(dirfd, tmp, name, overwrite=not create_only)
+            temp = _write_temp(dirfd, name, mode, (data,), owner)
+            _install(dirfd, temp, name, overwrite=not create_only)
             os.fsync(dirfd)
             return os.stat(name, dir_fd=dirfd, follow_symlinks=False)
         except OSError as e:
@@ -1221,8 +1223,8 @@ class Beneath:
                 try:
                     if self.hides and _hidden_at(dfd, name):
                         raise _error(_gone(name), dst)
-                    tmp = _copy_fd_to_temp(fd, dfd, name, stat_mod.S_IMODE(st.st_mode))
-                    _install(dfd, tmp, name, overwrite)
+                    temp = _copy_fd_to_temp(fd, dfd, name, stat_mod.S_IMODE(st.st_mode))
+                    _install(dfd, temp, name, overwrite)
                 except FileExistsError:
                     raise Exists(
                         f"'{display(dst)}' already exists; pass overwrite=true to replace it"
@@ -1375,11 +1377,11 @@ def _copy_tree(
                         report.skipped.append((b"/".join(where), "not a regular file"))
                         continue
                     try:
-                        tmp = _copy_fd_to_temp(fd, dfd, e.name, stat_mod.S_IMODE(st.st_mode))
+                        temp = _copy_fd_to_temp(fd, dfd, e.name, stat_mod.S_IMODE(st.st_mode))
                     finally:
                         os.close(fd)
                     try:
-                        _install(dfd, tmp, e.name, overwrite)
+                        _install(dfd, temp, e.name, overwrite)
                     except FileExistsError:
                         report.skipped.append((b"/".join(where), "exists"))
                         continue
@@ -1406,9 +1408,10 @@ def _write_temp(
     mode: int,
     chunks: Iterable[bytes],
     owner: tuple[int, int] | None = None,
-) -> bytes:
+) -> tuple[bytes, int]:
     """Write ``chunks`` to a new temp file beside ``name`` (O_EXCL), set its owner and mode,
-    fsync it; returns the temp's name (removed again if anything fails)."""
+    fsync it; returns the temp's name and its fd, still open and locked (``_create_temp``):
+    ``_install`` closes it once the temp is renamed. Removed again if anything fails."""
     tmp, out = _create_temp(dirfd, name, mode & 0o777)
     try:
         for chunk in chunks:
@@ -1420,11 +1423,10 @@ def _write_temp(
         os.fchmod(out, mode & 0o777)
         os.fsync(out)
     except BaseException:
+        _unlink_quiet(dirfd, tmp)  # (while still locked: no cleaner takes it meanwhile)
         os.close(out)
-        _unlink_quiet(dirfd, tmp)
         raise
-    os.close(out)
-    return tmp
+    return tmp, out
 
 
 def _read_chunks(fd: int) -> Iterator[bytes]:
@@ -1432,13 +1434,16 @@ def _read_chunks(fd: int) -> Iterator[bytes]:
         yield chunk
 
 
-def _copy_fd_to_temp(src_fd: int, dirfd: int, name: bytes, mode: int) -> bytes:
-    """Copy an open file into a new temp file beside ``name``; returns the temp's name."""
+def _copy_fd_to_temp(src_fd: int, dirfd: int, name: bytes, mode: int) -> tuple[bytes, int]:
+    """Copy an open file into a new temp file beside ``name``; returns the temp (as
+    ``_write_temp``)."""
     return _write_temp(dirfd, name, mode, _read_chunks(src_fd))
 
 
-def _install(dirfd: int, tmp: bytes, name: bytes, overwrite: bool) -> None:
-    """Rename the temp over ``name`` (or, without ``overwrite``, only if ``name`` is free)."""
+def _install(dirfd: int, temp: tuple[bytes, int], name: bytes, overwrite: bool) -> None:
+    """Rename the temp over ``name`` (or, without ``overwrite``, only if ``name`` is free),
+    then close the temp's fd (its lock is held until the temp's name is gone)."""
+    tmp, fd = temp
     try:
         if overwrite:
             os.rename(tmp, name, src_dir_fd=dirfd, dst_dir_fd=dirfd)
@@ -1447,6 +1452,8 @@ def _install(dirfd: int, tmp: bytes, name: bytes, overwrite: bool) -> None:
     except BaseException:
         _unlink_quiet(dirfd, tmp)
         raise
+    finally:
+        os.close(fd)
 
 
 HIDDEN_REASON = "holds an entry rootgrep keeps hidden (its cache or audit log); left in place"
@@ -1541,9 +1548,34 @@ def _readlink_at(dirfd: int, name: bytes) -> bytes | None:
         raise
 
 
+# ---- temp files of atomic writes, and removing those a killed writer left ----------------
+#
+# A write goes to ``.<name>.rootgrep-<12 hex>.tmp`` beside its target, renamed over it when
+# whole. A writer killed before the rename leaves that temp behind; the next process to
+# start there removes it (``remove_dead_temp``). Another process may be writing right now,
+# so a temp is known dead by its lock: the writer holds an exclusive ``flock`` on its temp's
+# fd from just after creating it until the rename is done (flock locks belong to the open
+# file description: another open of the same file conflicts, also within one process, and
+# the kernel drops the lock when the writer dies). A cleaner removes a temp only when it can
+# take that lock without waiting, and only while the name still names the inode it locked.
+# The one window, a cleaner locking a temp between a writer's open and its flock, is closed
+# on the writer's side: a writer that cannot take its own lock, or finds its temp unlinked
+# once it holds it, makes another.
+
+TEMP_NAME = re.compile(rb"\A\.[^/]{1,200}\.rootgrep-[0-9a-f]{12}\.tmp\Z", re.DOTALL)
+_TEMP_TRIES = 100
+
+
+def is_temp_name(name: bytes) -> bool:
+    """Whether ``name`` is named like the temp of an atomic write (``_create_temp``)."""
+    return TEMP_NAME.match(name) is not None
+
+
 def _create_temp(dirfd: int, name: bytes, mode: int) -> tuple[bytes, int]:
+    """A new temp file beside ``name``, created with O_EXCL, never through a link, and
+    locked (exclusive flock) for as long as its fd stays open."""
     base = name[:200]
-    for _ in range(100):
+    for _ in range(_TEMP_TRIES):
         tmp = b".%s.rootgrep-%s.tmp" % (base, os.urandom(6).hex().encode())
         try:
             fd = os.open(
@@ -1552,10 +1584,64 @@ def _create_temp(dirfd: int, name: bytes, mode: int) -> tuple[bytes, int]:
                 mode & 0o777 | 0o600,
                 dir_fd=dirfd,
             )
-            return tmp, fd
         except FileExistsError:
             continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a cleaner took it between the open and now: it goes
+            os.close(fd)
+            continue
+        except OSError:
+            pass  # (no flock on this filesystem: no cleaner can lock it either, so it stays)
+        if os.fstat(fd).st_nlink == 0:  # removed by a cleaner before the lock: another
+            os.close(fd)
+            continue
+        return tmp, fd
     raise Exists("could not create a temporary file beside the target")
+
+
+def remove_dead_temp(dirfd: int, name: bytes) -> bool:
+    """Remove the temp ``name`` beneath the confined directory ``dirfd`` if no writer holds
+    it: named like one of ours (``is_temp_name``), a regular file (reached with ``O_PATH``
+    and reopened, so no FIFO or device is ever opened; never through a link) with one link,
+    owned by this process's user (any owner when running as root: root's writes keep the
+    target's owner), not hidden, and its lock free now. A link, a directory, a FIFO, a
+    hard-linked file or another user's file so named is left alone. True when removed."""
+    if not is_temp_name(name):
+        return False
+    try:
+        fd, st = open_file_at(dirfd, name)
+    except (OSError, RootgrepError):
+        return False  # (a link, gone, hidden, not a regular file)
+    try:
+        euid = os.geteuid()
+        if st.st_nlink != 1 or (euid != 0 and st.st_uid != euid):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live writer's
+        now = _lstat_at(dirfd, name)
+        if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return False  # (renamed over its target meanwhile)
+        os.unlink(name, dir_fd=dirfd)  # (still locked: a writer that locks it later sees
+        return True  # its temp unlinked and makes another)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def remove_dead_temps(dirfd: int, names: Iterable[bytes], limit: int) -> int:
+    """``remove_dead_temp`` for the temp-named ones of ``names`` (at most ``limit``
+    removed); how many were removed."""
+    removed = 0
+    for name in names:
+        if removed >= limit:
+            break
+        if is_temp_name(name) and remove_dead_temp(dirfd, name):
+            removed += 1
+    return removed
 
 
 def _unlink_quiet(dirfd: int, name: bytes) -> None:

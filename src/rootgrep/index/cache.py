@@ -31,6 +31,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat as stat_mod
 import weakref
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ LAST_USED = b"last_used"
 _EVICTING = b".evict-"  # a folder being removed (renamed first, so nobody opens it by name)
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_TRIES = 20  # an evictor racing the open of the same folder, again and again
+MAX_SWEPT_TEMPS = 64  # temps a killed process left, removed per folder per open
+TANTIVY_TEMP = re.compile(rb"\A\.tmp[A-Za-z0-9]{6}\Z")  # the tempfile crate's names
 
 
 def hide_if_present(path: str) -> tuple[int, int] | None:
@@ -166,6 +169,7 @@ class CacheDir:
                 os.close(fd)
                 raise
             if folder is not None:
+                folder.sweep_temps()  # (what a process killed mid-write left)
                 return folder
             os.close(fd)
         raise InvalidPath(f"the index folder {name.decode()} keeps being evicted; try again")
@@ -336,6 +340,41 @@ class IndexFolder:
     def write(self, name: str, data: bytes) -> None:
         """Replace a file of the folder atomically (temp, fsync, rename), mode 0600."""
         self.fs.atomic_write([name.encode()], data, mode=0o600)
+
+    def sweep_temps(self) -> int:
+        """Remove the temps of this folder's atomic writes (``write``) that a killed process
+        left, never one a live writer holds (``confine.remove_dead_temp``); at most
+        ``MAX_SWEPT_TEMPS``. How many were removed."""
+        try:
+            names = [e.name for e in confine.scan_fd(self.fs.fd) if e.kind == "file"]
+        except OSError:
+            return 0
+        return confine.remove_dead_temps(self.fs.fd, names, MAX_SWEPT_TEMPS)
+
+    def sweep_tantivy_temps(self, sub: str) -> int:
+        """Remove the temps tantivy's own atomic writes (``meta.json``, ``.managed.json``:
+        ``.tmp`` and 6 letters or digits) left in the subfolder ``sub``. Only while this
+        process holds the index's writer: tantivy writes them only then (the segment and
+        delete files a killed commit left are tantivy's own to collect: ``_new_writer``).
+        Regular files only, never through a link; at most ``MAX_SWEPT_TEMPS``."""
+        removed = 0
+        try:
+            fd = self.fs.open_dir([sub.encode()])
+        except (OSError, RootgrepError):
+            return 0
+        try:
+            for e in confine.scan_fd(fd):
+                if removed >= MAX_SWEPT_TEMPS:
+                    break
+                if e.kind == "file" and TANTIVY_TEMP.match(e.name):
+                    with contextlib.suppress(OSError):
+                        os.unlink(e.name, dir_fd=fd)
+                        removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return removed
 
     def stat(self, name: str) -> os.stat_result | None:
         try:

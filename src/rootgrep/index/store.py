@@ -842,11 +842,22 @@ class RootIndex:
         # tantivy writes by path: only while that path still names this folder's own
         self.folder.check_path(self._tantivy_path)
         try:
-            return self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
+            writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
         except ValueError as e:
             if "Lock" in str(e):
                 raise WriterBusy(str(e)) from None
             raise
+        # What a writer killed mid-commit left (any process's: this one may have let the
+        # writer go between syncs): its files the last commit does not name go, or the next
+        # commit, reaching the same opstamp, fails on a delete file of the same name
+        # (``<segment>.<opstamp>.del``: "FileAlreadyExists") in every process, for good.
+        # Done only while holding the writer: then no other process writes there.
+        try:
+            writer.garbage_collect_files()
+        except ValueError as e:  # (then a commit may fail, and says why)
+            log.warning("index of %r: collecting unused files failed: %s", self.dir, e)
+        self.folder.sweep_tantivy_temps("tantivy")
+        return writer
 
     def close(self) -> None:
         """Release a held writer (its lock) after its merges finish, then the folder's lock

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import logging
+import threading
 from collections.abc import Sequence
 
-from ..confine import display
+from .. import confine
+from ..confine import Beneath, display
 from ..errors import (
     EditMismatch,
     InvalidPath,
@@ -23,6 +26,7 @@ from ..models import (
     WriteResult,
 )
 from ..roots import Root
+from ..walker import Walker, WalkOptions
 from .base import (
     ServiceBase,
     audited,
@@ -30,6 +34,44 @@ from .base import (
     ref,
     text,
 )
+
+log = logging.getLogger("rootgrep.writes")
+# A root's temps left by writes killed mid-way (``confine.remove_dead_temp``) are removed
+# before the first write this process makes in that root: one walk of the root with hidden
+# and ignored names shown, at most this many files looked at and this many temps removed.
+SWEEP_MAX_FILES = 100_000
+SWEEP_MAX_REMOVED = 1_000
+_swept: set[tuple[int, int]] = set()  # (device, inode) of the roots swept by this process
+_swept_lock = threading.Lock()
+
+
+def sweep_temps(fs: Beneath) -> int:
+    """Remove the dead temps of atomic writes beneath the root ``fs`` (a killed writer's;
+    never a live writer's: ``confine.remove_dead_temp``), within the caps above. Every
+    listing and unlink is fd-relative beneath the root, links never followed; the cache and
+    the audit log are never listed. How many were removed."""
+    removed = examined = 0
+    walker = Walker(fs, b"", WalkOptions(hidden=True, no_ignore=True))
+    for batch in walker.batches():
+        with batch:
+            names = [f.name for f in batch.files]
+            examined += len(names)
+            removed += confine.remove_dead_temps(batch.fd, names, SWEEP_MAX_REMOVED - removed)
+        if examined >= SWEEP_MAX_FILES or removed >= SWEEP_MAX_REMOVED:
+            break
+    if removed:
+        log.info("removed %d temp files that killed writes left in %r", removed, fs.path)
+    return removed
+
+
+def sweep_once(fs: Beneath) -> None:
+    """``sweep_temps`` the first time this process writes in the root ``fs``."""
+    key = fs.identity()
+    with _swept_lock:
+        if key in _swept:
+            return
+        _swept.add(key)
+    sweep_temps(fs)
 
 
 class Writes(ServiceBase):
@@ -53,6 +95,7 @@ class Writes(ServiceBase):
     ) -> WriteResult:
         self._writable("write_file", path)
         r, comps = self._locate(roots, "write_file", "write", path, root)
+        sweep_once(r.fs)
         data = content.encode("utf-8")
         existed = True
         try:
@@ -106,6 +149,7 @@ class Writes(ServiceBase):
             )
         )
         if not dry_run:
+            sweep_once(r.fs)
             r.fs.atomic_write(comps, after)
         return EditResult(
             root=ref(r), path=shown, uri=file_uri(r, b"/".join(comps)), diff=diff,
@@ -164,6 +208,7 @@ class Writes(ServiceBase):
     ) -> CopyResult:
         self._writable("copy_path", source)
         r, src, dst = self._pair(roots, "copy_path", source, destination, root)
+        sweep_once(r.fs)
         rep = r.fs.copy(src, dst, overwrite=overwrite)
         for p, why in rep.skipped:
             self.audit.record(tool="copy_path", op="copy", requested=display(p), decision="deny",
