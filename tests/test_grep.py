@@ -255,3 +255,66 @@ def test_joined_chunk_scan_equals_file_by_file(texts: list[str], pattern: str, c
                 chunk_bytes=chunk,
             )
         assert got == expected
+
+
+def test_may_match_agrees_with_could_match() -> None:
+    """``Matcher.may_match`` (one RE2 scan, the test an index's candidates get before they
+    are searched) answers as ``could_match`` for literals, regexes with and without a
+    required literal, case-insensitive and whole-word queries."""
+    from rootgrep.grep import GrepQuery, Matcher
+
+    texts = [
+        b"",
+        b"getrecursionlimit\n",
+        b"setrecursionlimit and get\nlimit\n",
+        b"x = sys.getrecursionlimit()",
+        b"GETRECURSIONLIMIT\n",
+        b"2026-12-01\n",
+        b"no dates: 2026-1-01\n",
+        b"a.b\n",
+        b"aXb\n",
+    ]
+    queries = [
+        GrepQuery("getrecursionlimit"),
+        GrepQuery("getrecursionlimit", case_sensitive=False),
+        GrepQuery("getrecursionlimit", whole_word=True),
+        GrepQuery(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", regex=True),
+        GrepQuery(r"get\w+limit", regex=True),
+        GrepQuery("a.b"),
+        GrepQuery("a.b", regex=True),
+    ]
+    for q in queries:
+        m = Matcher(q)
+        for t in texts:
+            assert m.may_match(t) == m.could_match(t), (q, t)
+
+
+def test_a_large_file_is_read_in_one_piece(tmp_path, monkeypatch) -> None:
+    """A file over the 8 KiB binary sniff is read whole into one buffer (its head is sniffed
+    with ``pread`` first), not read as a head and a rest joined into a third buffer: one
+    ``os.read`` returns the whole file, and the bytes are the file's."""
+    import os
+
+    from rootgrep import confine
+
+    body = b"".join(b"line %d getrecursionlimit\n" % i for i in range(20_000))
+    (tmp_path / "big.txt").write_bytes(body)
+    (tmp_path / "bin.dat").write_bytes(b"x" * 100 + b"\0" + b"y" * 50_000)
+    reads: list[int] = []
+    read = os.read
+
+    def counting(fd: int, n: int) -> bytes:
+        got = read(fd, n)
+        reads.append(len(got))
+        return got
+
+    monkeypatch.setattr(confine.os, "read", counting)
+    dirfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert confine.read_searchable_at(dirfd, b"big.txt", 20 << 20) == body
+        assert reads[0] == len(body), reads
+        reads.clear()
+        assert confine.read_searchable_at(dirfd, b"bin.dat", 20 << 20) is None
+        assert sum(reads) <= 8192, reads  # (a binary file is never read in full)
+    finally:
+        os.close(dirfd)

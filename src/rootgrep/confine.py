@@ -535,7 +535,9 @@ def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
 def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | None:
     """A searchable file's bytes by one name beneath a confined directory fd, or None when it
     is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those).
-    A large file's first 8 KiB are read alone, so a binary file is never read in full."""
+    A large file's first 8 KiB are read alone (``pread``: the file is then read whole from
+    its start, into one buffer, not joined from two), so a binary file is never read in
+    full."""
     try:
         fd, st = open_file_at(dirfd, name)
     except (OSError, RootgrepError):
@@ -547,11 +549,10 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
         if size <= BINARY_SNIFF_BYTES:
             data, _ = read_fd(fd, size, max_file_size)
             return None if b"\0" in data else data
-        head = os.read(fd, BINARY_SNIFF_BYTES)
-        if b"\0" in head:
+        if b"\0" in os.pread(fd, BINARY_SNIFF_BYTES, 0):
             return None
-        rest, _ = read_fd(fd, size - len(head), max_file_size - len(head))
-        return head + rest
+        data, _ = read_fd(fd, size, max_file_size)
+        return None if data.find(b"\0", 0, BINARY_SNIFF_BYTES) >= 0 else data
     except OSError:
         return None
     finally:

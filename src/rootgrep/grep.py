@@ -254,6 +254,7 @@ class Matcher:
         if not q.regex and q.case_sensitive and not q.whole_word:
             self._literal = raw
             self._re = None
+            self._scan = _literal_scan(raw)
             return
         body = raw if q.regex else re2.escape(raw)
         if q.whole_word:
@@ -283,6 +284,7 @@ class Matcher:
             lit = q.pattern if not q.regex else required_literal(q.pattern)
             if lit and len(lit.encode("utf-8", "surrogateescape")) >= 3:
                 self.prefilter = lit.encode("utf-8", "surrogateescape")
+        self._scan = _literal_scan(self.prefilter) if self.prefilter is not None else self._m
 
     def find(self, buf: bytes, pos: int, end: int = -1) -> tuple[int, int] | None:
         if self._literal is not None:
@@ -307,6 +309,11 @@ class Matcher:
             return buf.find(self.prefilter, pos)
         return int(self._m(_UNANCHORED, buf, pos, len(buf))[0][0])
 
+    def may_match(self, buf: bytes) -> bool:
+        """``could_match``'s answer from one RE2 scan (which releases the GIL): for a
+        literal about twice as fast as ``bytes.find`` over a file that does not hold it."""
+        return self._scan(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
+
     def could_match(self, buf: bytes) -> bool:
         """A cheap whole-file test: False means no line of ``buf`` can match."""
         if self._literal is not None:
@@ -314,6 +321,13 @@ class Matcher:
         if self.prefilter is not None:
             return self.prefilter in buf
         return self._m(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
+
+
+def _literal_scan(literal: bytes) -> Any:
+    """An RE2 search for ``literal`` (its bound ``Match``)."""
+    opts = re2.Options()
+    opts.log_errors = False
+    return re2.compile(re2.escape(literal), opts)._regexp.Match
 
 
 def search_buffer(
@@ -557,7 +571,9 @@ def search_chunk(
         for path, text in zip(chunk.paths, texts, strict=True):
             if cancelled is not None and cancelled():
                 raise Cancelled
-            if join and not m.could_match(text):
+            # (an index's candidates: most of them hold every trigram of the literal but not
+            # the literal, and one RE2 scan says so faster than the search's bytes.find)
+            if not (m.could_match(text) if join else m.may_match(text)):
                 continue
             fm = search_file(m, path, text, room, cancelled)
             if fm is not None:
