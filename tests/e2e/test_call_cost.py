@@ -350,3 +350,73 @@ def test_the_symbol_cache_is_bounded() -> None:
     cache.get(store, store.entries, b"f3", store.entries[b"f3"], load)
     cache.get(other, other.entries, b"g", other.entries[b"g"], load)
     assert loads == [b"f4", b"g"], loads  # (f3 stayed; the other index's file went)
+
+
+async def test_the_answer_is_rendered_off_the_event_loop(make_server, tmp_path: Path) -> None:
+    """A tool's text answer and its structured content are made in the call's worker thread,
+    with its work: a page of 1,000 matches is milliseconds of rendering and dumping that
+    otherwise held the event loop (every other session waited)."""
+    import threading
+
+    from rootgrep.models import GrepResult
+    from rootgrep.tools.searching import GREP
+
+    root = tree(tmp_path)
+    server = make_server([root])
+    loop_thread = threading.current_thread()
+    seen: list[tuple[str, threading.Thread]] = []
+    answer = GREP.answer
+    dump = GrepResult.model_dump
+
+    def rendering(r: Any, out: Any) -> str:
+        seen.append(("answer", threading.current_thread()))
+        return answer(r, out)
+
+    def dumping(self: Any, *a: Any, **kw: Any) -> Any:
+        seen.append(("dump", threading.current_thread()))
+        return dump(self, *a, **kw)
+
+    object.__setattr__(GREP, "answer", rendering)
+    GrepResult.model_dump = dumping  # type: ignore[method-assign]
+    try:
+        async with connect(server, "legacy") as c:
+            r = await c.call_tool("grep", {"pattern": "return"})
+            assert not r.is_error and "return" in text(r), text(r)
+    finally:
+        object.__setattr__(GREP, "answer", answer)
+        GrepResult.model_dump = dump  # type: ignore[method-assign]
+    assert [k for k, _ in seen] == ["answer", "dump"]
+    assert all(t is not loop_thread for _, t in seen), seen
+
+
+def test_the_server_freezes_what_survives_a_full_collection(tmp_path: Path) -> None:
+    """``tune_gc`` (the long-running server's collector): after a full collection its
+    survivors are frozen (later collections do not walk them again), the youngest
+    generation is collected less often, and a cycle that became garbage after it was frozen
+    is still collected within ``FULL_GC_THAWED_EVERY`` full collections. Run in a child
+    interpreter (the test process keeps its own collector as it is)."""
+    import subprocess
+    import sys
+
+    code = """
+import gc, weakref
+from rootgrep.server import FULL_GC_THAWED_EVERY, GC_YOUNG_THRESHOLD, tune_gc
+tune_gc()
+tune_gc()  # (once only)
+assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD
+assert len(gc.callbacks) == 1
+class Node: pass
+a = Node(); a.self = a
+gone = weakref.ref(a)
+gc.collect()
+assert gc.get_freeze_count() > 0
+del a  # a cycle, frozen while alive, garbage now
+for _ in range(FULL_GC_THAWED_EVERY + 1):
+    gc.collect()
+    if gone() is None:
+        break
+assert gone() is None, "a frozen cycle was never collected"
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
