@@ -13,6 +13,7 @@ import bisect
 import collections
 import operator
 import re as _re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -553,6 +554,51 @@ def _read_chunks(
         yield _Chunk(paths, texts)
 
 
+REUSED_READ_BYTES = 4 << 20  # each searching thread keeps one read buffer of this size
+_buffers = threading.local()
+
+
+def _read_buffer() -> bytearray:
+    """This thread's buffer for candidate files (``REUSED_READ_BYTES``; a larger file is
+    read into bytes of its own)."""
+    buf = getattr(_buffers, "buf", None)
+    if buf is None:
+        buf = _buffers.buf = bytearray(REUSED_READ_BYTES)
+    return buf
+
+
+def _candidate_texts(
+    m: Matcher,
+    batches: Iterable[DirBatch],
+    max_file_size: int,
+    stats: GrepStats,
+    cancelled: Callable[[], bool] | None,
+) -> Iterator[tuple[bytes, bytes]]:
+    """``(path, text)`` of each searchable file of ``batches`` that may match, in order, for
+    files most of which hold no match (an index's candidates: every trigram of the literal
+    somewhere in the file, the literal itself in few of them). Each file is read into this
+    thread's reused buffer and tested there with one RE2 scan (``Matcher.may_match``); only
+    a file that passes is copied out, to be searched."""
+    buf = _read_buffer()
+    for batch in batches:
+        if cancelled is not None and cancelled():
+            batch.close()
+            stats.stopped = True
+            return
+        with batch:
+            for fe in batch.files:
+                if cancelled is not None and cancelled():
+                    stats.stopped = True
+                    return
+                got = confine.read_searchable_into(batch.fd, fe.name, max_file_size, buf)
+                if got is None:
+                    continue
+                stats.files_searched += 1
+                text = got[3:] if got[:3] == UTF8_BOM else got  # (text_of, on a view too)
+                if m.may_match(text):
+                    yield fe.path, bytes(text)
+
+
 def search_chunk(
     m: Matcher,
     chunk: _Chunk,
@@ -623,7 +669,9 @@ def run_grep(
     (RE2 releases the GIL during a scan, so reading and scanning overlap). ``None`` chooses:
     two threads when scans are RE2-bound (no literal to look for), else one (``bytes.find``
     and per-line work hold the GIL, and extra threads were measured slower). ``join=False``
-    searches file by file, for files that most likely match (see ``search_chunk``).
+    is for an index's candidates: each is read into a reused buffer and tested there, and
+    those that may match are searched file by file (``_candidate_texts``; ``threads`` does
+    not apply).
     """
     stats = GrepStats()
     if threads is None:
@@ -639,6 +687,21 @@ def run_grep(
                 return False
         return True
 
+    if not join:  # (an index's candidates)
+        texts = _candidate_texts(m, batches, max_file_size, stats, cancelled)
+        try:
+            for path, text in texts:
+                if cancelled is not None and cancelled():
+                    raise Cancelled
+                fm = search_file(m, path, text, room, cancelled)
+                if fm is not None and not deliver([fm]):
+                    break
+        except Cancelled:
+            stats.stopped = True
+        finally:
+            texts.close()
+            _close_iter(batches)
+        return stats
     chunks = _read_chunks(batches, max_file_size, stats, cancelled, chunk_bytes)
     try:
         if threads <= 1:
