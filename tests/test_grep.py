@@ -274,6 +274,9 @@ def test_may_match_agrees_with_could_match() -> None:
         b"no dates: 2026-1-01\n",
         b"a.b\n",
         b"aXb\n",
+        b"a\xffb\n",
+        b"a\xc3\xbfb \xc3\xa9\xe2\x82\xac\n",
+        b"a\x00b",
     ]
     queries = [
         GrepQuery("getrecursionlimit"),
@@ -283,6 +286,10 @@ def test_may_match_agrees_with_could_match() -> None:
         GrepQuery(r"get\w+limit", regex=True),
         GrepQuery("a.b"),
         GrepQuery("a.b", regex=True),
+        GrepQuery("a\udcffb"),  # (a command line's undecodable byte: not UTF-8)
+        GrepQuery("\udcff"),
+        GrepQuery("é€"),
+        GrepQuery("a\x00b"),
     ]
     for q in queries:
         m = Matcher(q)

@@ -325,9 +325,12 @@ class Matcher:
 
 
 def _literal_scan(literal: bytes) -> Any:
-    """An RE2 search for ``literal`` (its bound ``Match``)."""
+    """An RE2 search for ``literal``'s bytes (its bound ``Match``), compiled as Latin-1 so
+    that every byte is one character: a literal that is not valid UTF-8 (a command line's
+    undecodable bytes) compiles too, and matches exactly where ``bytes.find`` would."""
     opts = re2.Options()
     opts.log_errors = False
+    opts.encoding = re2.Options.Encoding.LATIN1
     return re2.compile(re2.escape(literal), opts)._regexp.Match
 
 
