@@ -173,8 +173,24 @@ def _install_stdio_writer() -> None:
             wrap(cls, "model_dump_json", "server: JSON dump of the message")
 
 
+def wrap_gc(side: str) -> None:
+    """Garbage collections: their time per generation (a full one walks every object)."""
+    import gc
+
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[:] = [time.perf_counter()]
+        elif started:
+            _record(f"{side}: gc generation {info['generation']}", time.perf_counter() - started[0])
+
+    gc.callbacks.append(on_gc)
+
+
 def child_main(stats_file: str, argv: list[str]) -> None:
     _install(SERVER_STAGES)
+    wrap_gc("server")
     _install_stdio_writer()
     wrap_to_thread("rootgrep: to_thread (hop + work)", "rootgrep: to_thread work")
     wrap_tool_answer()
@@ -228,6 +244,7 @@ def parent_main(ns: argparse.Namespace) -> None:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     _install(CLIENT_STAGES)
+    wrap_gc("client")
     fd, stats_name = tempfile.mkstemp(prefix="rootgrep-prof-", suffix=".json")
     os.close(fd)
     argv = [

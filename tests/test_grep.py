@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -255,3 +256,119 @@ def test_joined_chunk_scan_equals_file_by_file(texts: list[str], pattern: str, c
                 chunk_bytes=chunk,
             )
         assert got == expected
+
+
+def test_may_match_agrees_with_could_match() -> None:
+    """``Matcher.may_match`` (one RE2 scan, the test an index's candidates get before they
+    are searched) answers as ``could_match`` for literals, regexes with and without a
+    required literal, case-insensitive and whole-word queries."""
+    from rootgrep.grep import GrepQuery, Matcher
+
+    texts = [
+        b"",
+        b"getrecursionlimit\n",
+        b"setrecursionlimit and get\nlimit\n",
+        b"x = sys.getrecursionlimit()",
+        b"GETRECURSIONLIMIT\n",
+        b"2026-12-01\n",
+        b"no dates: 2026-1-01\n",
+        b"a.b\n",
+        b"aXb\n",
+        b"a\xffb\n",
+        b"a\xc3\xbfb \xc3\xa9\xe2\x82\xac\n",
+        b"a\x00b",
+    ]
+    queries = [
+        GrepQuery("getrecursionlimit"),
+        GrepQuery("getrecursionlimit", case_sensitive=False),
+        GrepQuery("getrecursionlimit", whole_word=True),
+        GrepQuery(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", regex=True),
+        GrepQuery(r"get\w+limit", regex=True),
+        GrepQuery("a.b"),
+        GrepQuery("a.b", regex=True),
+        GrepQuery("a\udcffb"),  # (a command line's undecodable byte: not UTF-8)
+        GrepQuery("\udcff"),
+        GrepQuery("é€"),
+        GrepQuery("a\x00b"),
+    ]
+    for q in queries:
+        m = Matcher(q)
+        for t in texts:
+            assert m.may_match(t) == m.could_match(t), (q, t)
+
+
+def test_a_large_file_is_read_in_one_piece(tmp_path, monkeypatch) -> None:
+    """A file over the 8 KiB binary sniff is read whole into one buffer (its head is sniffed
+    with ``pread`` first), not read as a head and a rest joined into a third buffer: one
+    ``os.read`` returns the whole file, and the bytes are the file's."""
+    import os
+
+    from rootgrep import confine
+
+    body = b"".join(b"line %d getrecursionlimit\n" % i for i in range(20_000))
+    (tmp_path / "big.txt").write_bytes(body)
+    (tmp_path / "bin.dat").write_bytes(b"x" * 100 + b"\0" + b"y" * 50_000)
+    reads: list[int] = []
+    read = os.read
+
+    def counting(fd: int, n: int) -> bytes:
+        got = read(fd, n)
+        reads.append(len(got))
+        return got
+
+    monkeypatch.setattr(confine.os, "read", counting)
+    dirfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert confine.read_searchable_at(dirfd, b"big.txt", 20 << 20) == body
+        assert reads[0] == len(body), reads
+        reads.clear()
+        assert confine.read_searchable_at(dirfd, b"bin.dat", 20 << 20) is None
+        assert sum(reads) <= 8192, reads  # (a binary file is never read in full)
+    finally:
+        os.close(dirfd)
+
+
+def test_candidates_are_tested_in_a_reused_buffer(tmp_path: Path) -> None:
+    """``read_searchable_into``: a file that fits is read into the given buffer (a view of
+    it: no buffer of its own), a larger one into bytes of its own, a binary one (a NUL in
+    its first 8 KiB, also past them in a large file) not at all."""
+    from rootgrep import confine
+
+    (tmp_path / "small.txt").write_bytes(b"getrecursionlimit\n")
+    big = b"".join(b"line %d\n" % i for i in range(5000))
+    (tmp_path / "big.txt").write_bytes(big)
+    (tmp_path / "bin.dat").write_bytes(b"x" * 9000 + b"\0")
+    (tmp_path / "head.dat").write_bytes(b"\0" + b"x" * 20_000)
+    buf = bytearray(16 << 10)
+    dirfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        got = confine.read_searchable_into(dirfd, b"small.txt", 1 << 20, buf)
+        assert isinstance(got, memoryview) and got.obj is buf and got == b"getrecursionlimit\n"
+        got = confine.read_searchable_into(dirfd, b"big.txt", 1 << 20, buf)
+        assert isinstance(got, bytes) and got == big
+        assert confine.read_searchable_into(dirfd, b"head.dat", 1 << 20, buf) is None
+        assert confine.read_searchable_into(dirfd, b"big.txt", 1000, buf) is None
+        got = confine.read_searchable_into(dirfd, b"bin.dat", 1 << 20, buf)
+        assert got is not None  # (as read_searchable_at: a NUL past 8 KiB is text)
+    finally:
+        os.close(dirfd)
+
+
+def test_index_candidates_give_the_same_answer(corpus: Path) -> None:
+    """Searched as an index's candidates (``join=False``: read into a reused buffer, tested,
+    only the files that may match copied out), the answer and the count of files searched
+    are those of a walk's joined search; a BOM is not text there either."""
+    (corpus / "bom.py").write_bytes(b"\xef\xbb\xbfneedle first\nneedle\n")
+    with Beneath.pin(str(corpus)) as fs:
+        for q in (GrepQuery("needle"), GrepQuery("needle4"), GrepQuery(r"ne+dle\d", regex=True)):
+            joined = collect(fs, q)
+            alone = collect(fs, q, join=False)
+            assert alone == joined and joined, q
+        stats = []
+        for join in (True, False):
+            stats.append(
+                run_grep(
+                    Matcher(GrepQuery("needle")), Walker(fs).batches(), lambda fm: True, join=join
+                ).files_searched
+            )
+        assert stats[0] == stats[1] > 0

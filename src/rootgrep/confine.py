@@ -549,10 +549,13 @@ def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
     return data[:max_bytes], total > max_bytes or bool(os.read(fd, 1))
 
 
-def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | None:
-    """A searchable file's bytes by one name beneath a confined directory fd, or None when it
-    is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those).
-    A large file's first 8 KiB are read alone, so a binary file is never read in full."""
+def read_searchable_into(
+    dirfd: int, name: bytes, max_file_size: int, buf: bytearray
+) -> memoryview | bytes | None:
+    """``read_searchable_at``'s answer, read into ``buf`` when the file fits in it (a view of
+    ``buf``, valid until its next use), else as bytes of its own. For files read only to be
+    tested (an index's candidates, most of which do not match): a fresh buffer for each
+    file cost more than the read (the memory is mapped, faulted in and unmapped again)."""
     try:
         fd, st = open_file_at(dirfd, name)
     except (OSError, RootgrepError):
@@ -561,14 +564,49 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
         size = st.st_size
         if size > max_file_size:
             return None
-        if size <= BINARY_SNIFF_BYTES:
-            data, _ = read_fd(fd, size, max_file_size)
-            return None if b"\0" in data else data
-        head = os.read(fd, BINARY_SNIFF_BYTES)
-        if b"\0" in head:
+        if size >= len(buf):  # (one byte of room: a file that grew is read the usual way)
+            return _searchable(fd, size, max_file_size)
+        if size > BINARY_SNIFF_BYTES and b"\0" in os.pread(fd, BINARY_SNIFF_BYTES, 0):
             return None
-        rest, _ = read_fd(fd, size - len(head), max_file_size - len(head))
-        return head + rest
+        view = memoryview(buf)
+        n = os.readv(fd, [view[: size + 1]])
+        if n != size:  # (changed since its fstat: read again from the start)
+            os.lseek(fd, 0, os.SEEK_SET)
+            return _searchable(fd, size, max_file_size)
+        if buf.find(b"\0", 0, min(n, BINARY_SNIFF_BYTES)) >= 0:
+            return None
+        return view[:n]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _searchable(fd: int, size: int, max_file_size: int) -> bytes | None:
+    if size <= BINARY_SNIFF_BYTES:
+        data, _ = read_fd(fd, size, max_file_size)
+        return None if b"\0" in data else data
+    if b"\0" in os.pread(fd, BINARY_SNIFF_BYTES, 0):
+        return None
+    data, _ = read_fd(fd, size, max_file_size)
+    return None if data.find(b"\0", 0, BINARY_SNIFF_BYTES) >= 0 else data
+
+
+def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | None:
+    """A searchable file's bytes by one name beneath a confined directory fd, or None when it
+    is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those).
+    A large file's first 8 KiB are read alone (``pread``: the file is then read whole from
+    its start, into one buffer, not joined from two), so a binary file is never read in
+    full."""
+    try:
+        fd, st = open_file_at(dirfd, name)
+    except (OSError, RootgrepError):
+        return None
+    try:
+        size = st.st_size
+        if size > max_file_size:
+            return None
+        return _searchable(fd, size, max_file_size)
     except OSError:
         return None
     finally:

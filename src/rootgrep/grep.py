@@ -13,6 +13,7 @@ import bisect
 import collections
 import operator
 import re as _re
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -254,6 +255,7 @@ class Matcher:
         if not q.regex and q.case_sensitive and not q.whole_word:
             self._literal = raw
             self._re = None
+            self._scan = _literal_scan(raw)
             return
         body = raw if q.regex else re2.escape(raw)
         if q.whole_word:
@@ -283,6 +285,7 @@ class Matcher:
             lit = q.pattern if not q.regex else required_literal(q.pattern)
             if lit and len(lit.encode("utf-8", "surrogateescape")) >= 3:
                 self.prefilter = lit.encode("utf-8", "surrogateescape")
+        self._scan = _literal_scan(self.prefilter) if self.prefilter is not None else self._m
 
     def find(self, buf: bytes, pos: int, end: int = -1) -> tuple[int, int] | None:
         if self._literal is not None:
@@ -307,6 +310,11 @@ class Matcher:
             return buf.find(self.prefilter, pos)
         return int(self._m(_UNANCHORED, buf, pos, len(buf))[0][0])
 
+    def may_match(self, buf: bytes) -> bool:
+        """``could_match``'s answer from one RE2 scan (which releases the GIL): for a
+        literal about twice as fast as ``bytes.find`` over a file that does not hold it."""
+        return self._scan(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
+
     def could_match(self, buf: bytes) -> bool:
         """A cheap whole-file test: False means no line of ``buf`` can match."""
         if self._literal is not None:
@@ -314,6 +322,16 @@ class Matcher:
         if self.prefilter is not None:
             return self.prefilter in buf
         return self._m(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
+
+
+def _literal_scan(literal: bytes) -> Any:
+    """An RE2 search for ``literal``'s bytes (its bound ``Match``), compiled as Latin-1 so
+    that every byte is one character: a literal that is not valid UTF-8 (a command line's
+    undecodable bytes) compiles too, and matches exactly where ``bytes.find`` would."""
+    opts = re2.Options()
+    opts.log_errors = False
+    opts.encoding = re2.Options.Encoding.LATIN1
+    return re2.compile(re2.escape(literal), opts)._regexp.Match
 
 
 def search_buffer(
@@ -539,6 +557,51 @@ def _read_chunks(
         yield _Chunk(paths, texts)
 
 
+REUSED_READ_BYTES = 4 << 20  # each searching thread keeps one read buffer of this size
+_buffers = threading.local()
+
+
+def _read_buffer() -> bytearray:
+    """This thread's buffer for candidate files (``REUSED_READ_BYTES``; a larger file is
+    read into bytes of its own)."""
+    buf = getattr(_buffers, "buf", None)
+    if buf is None:
+        buf = _buffers.buf = bytearray(REUSED_READ_BYTES)
+    return buf
+
+
+def _candidate_texts(
+    m: Matcher,
+    batches: Iterable[DirBatch],
+    max_file_size: int,
+    stats: GrepStats,
+    cancelled: Callable[[], bool] | None,
+) -> Iterator[tuple[bytes, bytes]]:
+    """``(path, text)`` of each searchable file of ``batches`` that may match, in order, for
+    files most of which hold no match (an index's candidates: every trigram of the literal
+    somewhere in the file, the literal itself in few of them). Each file is read into this
+    thread's reused buffer and tested there with one RE2 scan (``Matcher.may_match``); only
+    a file that passes is copied out, to be searched."""
+    buf = _read_buffer()
+    for batch in batches:
+        if cancelled is not None and cancelled():
+            batch.close()
+            stats.stopped = True
+            return
+        with batch:
+            for fe in batch.files:
+                if cancelled is not None and cancelled():
+                    stats.stopped = True
+                    return
+                got = confine.read_searchable_into(batch.fd, fe.name, max_file_size, buf)
+                if got is None:
+                    continue
+                stats.files_searched += 1
+                text = got[3:] if got[:3] == UTF8_BOM else got  # (text_of, on a view too)
+                if m.may_match(text):
+                    yield fe.path, bytes(text)
+
+
 def search_chunk(
     m: Matcher,
     chunk: _Chunk,
@@ -557,7 +620,9 @@ def search_chunk(
         for path, text in zip(chunk.paths, texts, strict=True):
             if cancelled is not None and cancelled():
                 raise Cancelled
-            if join and not m.could_match(text):
+            # (an index's candidates: most of them hold every trigram of the literal but not
+            # the literal, and one RE2 scan says so faster than the search's bytes.find)
+            if not (m.could_match(text) if join else m.may_match(text)):
                 continue
             fm = search_file(m, path, text, room, cancelled)
             if fm is not None:
@@ -607,7 +672,9 @@ def run_grep(
     (RE2 releases the GIL during a scan, so reading and scanning overlap). ``None`` chooses:
     two threads when scans are RE2-bound (no literal to look for), else one (``bytes.find``
     and per-line work hold the GIL, and extra threads were measured slower). ``join=False``
-    searches file by file, for files that most likely match (see ``search_chunk``).
+    is for an index's candidates: each is read into a reused buffer and tested there, and
+    those that may match are searched file by file (``_candidate_texts``; ``threads`` does
+    not apply).
     """
     stats = GrepStats()
     if threads is None:
@@ -623,6 +690,21 @@ def run_grep(
                 return False
         return True
 
+    if not join:  # (an index's candidates)
+        texts = _candidate_texts(m, batches, max_file_size, stats, cancelled)
+        try:
+            for path, text in texts:
+                if cancelled is not None and cancelled():
+                    raise Cancelled
+                fm = search_file(m, path, text, room, cancelled)
+                if fm is not None and not deliver([fm]):
+                    break
+        except Cancelled:
+            stats.stopped = True
+        finally:
+            texts.close()
+            _close_iter(batches)
+        return stats
     chunks = _read_chunks(batches, max_file_size, stats, cancelled, chunk_bytes)
     try:
         if threads <= 1:

@@ -93,8 +93,8 @@ async def test_output_schemas_are_inlined_and_accept_the_answers(
         assert _refs(tools["grep"].output_schema) == []
         assert "$defs" not in tools["grep"].output_schema
         grep = tools["grep"].output_schema["properties"]["matches"]["items"]
-        assert grep["properties"]["root"]["required"] == ["id", "name"]
-        assert grep["properties"]["line"]["description"] == "1-based line number"
+        assert "root (object {id: string, name: string})" in grep["description"]
+        assert "line (integer): 1-based line number" in grep["description"]
         for tool, args in [
             ("grep", {"pattern": "return"}),
             ("directory_tree", {}),
@@ -111,6 +111,56 @@ async def test_output_schemas_are_inlined_and_accept_the_answers(
         bad["roots"][0]["id"] = 7
         schema = tools["list_roots"].output_schema
         assert list(validator_for(schema)(schema).iter_errors(bad))
+
+
+async def test_a_client_checks_a_page_of_items_in_a_few_steps_each(
+    make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The items of a page-sized list (grep's matches, find_files' files, search's results,
+    find_symbol's symbols, list_directory's entries) are described in one schema step each:
+    the client's ``jsonschema`` check enters no sub-schema per field (it built a validator
+    for each: ten a match, 40-60 µs, about 50 ms a page of 1,000). The schema still names
+    every field of the result model, with its type, and still refuses an item without a
+    required field."""
+    from rootgrep.models import FileHit, GrepMatch, SearchHit, SymbolHit
+
+    root = tree(tmp_path)
+    for i in range(40):
+        (root / f"f{i:02}.py").write_text("def f():\n    return 1\n")
+    server = make_server([root], index=True)
+    async with connect(server, "legacy") as c:
+        await index_ready(server, root)
+        tools = {t.name: t.output_schema for t in (await c.list_tools()).tools}
+        for tool, field, model in [
+            ("grep", "matches", GrepMatch),
+            ("find_files", "files", FileHit),
+            ("search", "results", SearchHit),
+            ("find_symbol", "symbols", SymbolHit),
+        ]:
+            items = tools[tool]["properties"][field]["items"]
+            assert set(items["properties"]) == set(model.model_fields), tool
+            for name in model.model_fields:
+                assert f"{name} (" in items["description"], (tool, name)
+        r = await c.call_tool("grep", {"pattern": "return"})
+        assert not r.is_error, text(r)
+        matches = r.structured_content["matches"]
+        assert len(matches) >= 40
+        schema = tools["grep"]
+        cls = validator_for(schema)
+        steps = 0
+        descend = cls.descend
+
+        def counting(self: Any, instance: Any, schema: Any, *a: Any, **kw: Any) -> Any:
+            nonlocal steps
+            steps += schema is not True  # (`true` is accepted at once: no validator is built)
+            return descend(self, instance, schema, *a, **kw)
+
+        monkeypatch.setattr(cls, "descend", counting)
+        assert list(cls(schema).iter_errors(r.structured_content)) == []
+        assert steps <= len(matches) + 10, (steps, len(matches))
+        bad = json.loads(json.dumps(r.structured_content))
+        del bad["matches"][3]["line"]
+        assert list(cls(schema).iter_errors(bad))
 
 
 async def test_a_call_hops_to_one_worker_thread_and_builds_no_class(
@@ -300,3 +350,73 @@ def test_the_symbol_cache_is_bounded() -> None:
     cache.get(store, store.entries, b"f3", store.entries[b"f3"], load)
     cache.get(other, other.entries, b"g", other.entries[b"g"], load)
     assert loads == [b"f4", b"g"], loads  # (f3 stayed; the other index's file went)
+
+
+async def test_the_answer_is_rendered_off_the_event_loop(make_server, tmp_path: Path) -> None:
+    """A tool's text answer and its structured content are made in the call's worker thread,
+    with its work: a page of 1,000 matches is milliseconds of rendering and dumping that
+    otherwise held the event loop (every other session waited)."""
+    import threading
+
+    from rootgrep.models import GrepResult
+    from rootgrep.tools.searching import GREP
+
+    root = tree(tmp_path)
+    server = make_server([root])
+    loop_thread = threading.current_thread()
+    seen: list[tuple[str, threading.Thread]] = []
+    answer = GREP.answer
+    dump = GrepResult.model_dump
+
+    def rendering(r: Any, out: Any) -> str:
+        seen.append(("answer", threading.current_thread()))
+        return answer(r, out)
+
+    def dumping(self: Any, *a: Any, **kw: Any) -> Any:
+        seen.append(("dump", threading.current_thread()))
+        return dump(self, *a, **kw)
+
+    object.__setattr__(GREP, "answer", rendering)
+    GrepResult.model_dump = dumping  # type: ignore[method-assign]
+    try:
+        async with connect(server, "legacy") as c:
+            r = await c.call_tool("grep", {"pattern": "return"})
+            assert not r.is_error and "return" in text(r), text(r)
+    finally:
+        object.__setattr__(GREP, "answer", answer)
+        GrepResult.model_dump = dump  # type: ignore[method-assign]
+    assert [k for k, _ in seen] == ["answer", "dump"]
+    assert all(t is not loop_thread for _, t in seen), seen
+
+
+def test_the_server_freezes_what_survives_a_full_collection(tmp_path: Path) -> None:
+    """``tune_gc`` (the long-running server's collector): after a full collection its
+    survivors are frozen (later collections do not walk them again), the youngest
+    generation is collected less often, and a cycle that became garbage after it was frozen
+    is still collected within ``FULL_GC_THAWED_EVERY`` full collections. Run in a child
+    interpreter (the test process keeps its own collector as it is)."""
+    import subprocess
+    import sys
+
+    code = """
+import gc, weakref
+from rootgrep.server import FULL_GC_THAWED_EVERY, GC_YOUNG_THRESHOLD, tune_gc
+tune_gc()
+tune_gc()  # (once only)
+assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD
+assert len(gc.callbacks) == 1
+class Node: pass
+a = Node(); a.self = a
+gone = weakref.ref(a)
+gc.collect()
+assert gc.get_freeze_count() > 0
+del a  # a cycle, frozen while alive, garbage now
+for _ in range(FULL_GC_THAWED_EVERY + 1):
+    gc.collect()
+    if gone() is None:
+        break
+assert gone() is None, "a frozen cycle was never collected"
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -200,6 +200,7 @@ LIST_DIRECTORY = ToolSpec(
     result=ListDirectoryResult,
     run=run_ls,
     answer=answer_ls,
+    bulk=("entries",),
 )
 
 # ---- directory_tree --------------------------------------------------------------------------

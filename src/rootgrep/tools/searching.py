@@ -169,6 +169,7 @@ GREP = ToolSpec(
     result=GrepResult,
     run=run_grep,
     answer=answer_grep,
+    bulk=("matches", "files"),
 )
 
 # ---- search ----------------------------------------------------------------------------------
@@ -250,6 +251,7 @@ SEARCH = ToolSpec(
     result=SearchResult,
     run=run_search,
     answer=answer_search,
+    bulk=("results",),
 )
 
 # ---- find_files ------------------------------------------------------------------------------
@@ -302,6 +304,7 @@ FIND_FILES = ToolSpec(
     result=FindFilesResult,
     run=run_find,
     answer=answer_find,
+    bulk=("files",),
 )
 
 # ---- reindex ---------------------------------------------------------------------------------

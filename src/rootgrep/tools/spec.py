@@ -118,6 +118,10 @@ class ToolSpec(Generic[A, M]):
     annotations: ToolAnnotations = field(default_factory=lambda: READ)
     write: bool = False  # listed only with --allow-write; a started write is never abandoned
     progress: bool = False  # sends progress notifications (Call.progress)
+    # the result's list fields that hold a page of items (up to 1,000): their items are
+    # published with the fields named and described, not typed one by one, so a client's
+    # schema check of an answer costs a few µs an item (see server.shallow_items)
+    bulk: tuple[str, ...] = ()
 
 
 def fit(pieces: Sequence[str], budget: int, footer: Callable[[int], str]) -> tuple[int, str]:

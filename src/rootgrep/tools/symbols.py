@@ -72,6 +72,7 @@ FIND_SYMBOL = ToolSpec(
     result=FindSymbolResult,
     run=run_find_symbol,
     answer=answer_find_symbol,
+    bulk=("symbols",),
 )
 
 
