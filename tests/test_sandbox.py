@@ -191,6 +191,13 @@ RESTRICT = textwrap.dedent(
     attempt("truncate-outside", lambda: os.truncate(outside, 0))
     attempt("read-prefix", lambda: os.close(os.open(os.__file__, os.O_RDONLY)))
     attempt("exec", lambda: os.execv("/bin/true", ["/bin/true"]))
+    # a hard link or a rename bringing an outside file beneath a writable rule: refused
+    attempt("link-outside-in", lambda: os.link(outside, rw + "/linked"))
+    attempt("rename-outside-in", lambda: os.rename(outside, rw + "/renamed"))
+    # not governed by Landlock (README: limits): metadata of files outside the rules
+    meta = os.path.join(os.path.dirname(outside), "meta.txt")
+    attempt("chmod-outside", lambda: os.chmod(meta, 0o600))
+    attempt("utime-outside", lambda: os.utime(meta, (0, 0)))
     s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
     attempt("tcp", lambda: socket.socket().connect(s.getsockname()))
     """
@@ -201,6 +208,7 @@ def restrict_in_child(world: Path, mode: str) -> dict[str, str]:
     ro, rw = world / "root", world / "rw"
     (ro / "f").write_text("x\n")
     rw.mkdir()
+    (world / "outside" / "meta.txt").write_text("metadata only\n")
     out = subprocess.run(
         [sys.executable, "-c", RESTRICT, str(ro), str(rw), str(world / "outside" / "secret.txt"),
          mode], capture_output=True, text=True, timeout=60, check=True,
@@ -223,15 +231,20 @@ def test_restrict_grants_exactly_its_rules(world: Path) -> None:
         "write-rw": "ok",
         "rename-rw": "ok",  # (across directories: REFER)
         "truncate-rw": "ok",
-        "socket-rw": "ok",
+        "socket-rw": "EACCES",  # (only a daemon binds a socket in the cache; serve never)
         "read-outside": "EACCES",
         "list-outside": "EACCES",
         "truncate-outside": "EACCES",
         "read-prefix": "EACCES",
         "exec": "EACCES",
+        "link-outside-in": "EXDEV",
+        "rename-outside-in": "EACCES",
+        "chmod-outside": "ok",  # (a limit of Landlock, said in the README)
+        "utime-outside": "ok",
         "tcp": "ok",  # the network is not restricted
     }, got
     assert (world / "outside" / "secret.txt").read_text() == before
+    assert not (world / "rw" / "linked").exists() and not (world / "rw" / "renamed").exists()
     assert not (world / "root" / "new").exists()
 
 
