@@ -288,3 +288,28 @@ async def test_the_audit_log_is_written_through_its_fd_and_cannot_be_opened_agai
     }, decisions
     assert MARKER not in audit.read_text()
     clean(err)
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_root_holding_the_operator_root_is_served_as_the_operator_root(
+    tmp_path: Path, served: Path, mode: str
+) -> None:
+    """A client announcing a directory above the operator root (its workspace, or ``/``) is
+    served the operator root, as without the sandbox: the client root is only looked up
+    (never opened for reading, which the sandbox refuses), and the outside below it, never
+    shown. ``auto``: a 2026-07-28 client, its roots sent with each call."""
+    stub = RootsStub([uri(tmp_path), "file:///"])
+    with anyio.fail_after(120):
+        async with stdio(tmp_path, [served], mode, stub, ["--sandbox"]) as (c, err, _pid):
+            g = ok(await c.call_tool("grep", {"pattern": "needle"}))
+            assert {m["path"] for m in g["matches"]} == {f"src/{n}" for n in SOURCES} | {
+                "notes.txt"
+            }, g
+            roots = ok(await c.call_tool("list_roots", {}))["roots"]
+            assert [r["uri"] for r in roots] == [uri(served)], roots
+            res = await c.call_tool("grep", {"pattern": MARKER, "path": str(tmp_path)})
+            assert res.is_error and MARKER not in everything(res), text(res)
+            res = await c.call_tool("read_file", {"path": str(tmp_path / "outside" / "secret.txt")})
+            assert code(res) == "outside_roots", text(res)
+    clean(err)
