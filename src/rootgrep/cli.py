@@ -309,9 +309,10 @@ def _serve_parser() -> argparse.ArgumentParser:
         const="strict",
         choices=("strict", "best-effort"),
         help="after start-up, restrict the process with Landlock: read only beneath the "
-        "--roots (write with --allow-write), read-write the cache dir and the audit log, "
-        "nothing else, no programs run; needs --root. Refuses to start where the kernel "
-        "lacks it, unless --sandbox=best-effort (which warns and goes on)",
+        "--roots (write with --allow-write), read-write the cache dir (the audit log is "
+        "written through its open fd), nothing else, no program file run; needs --root. "
+        "Refuses to start where the kernel lacks it, unless --sandbox=best-effort (which "
+        "warns and goes on)",
     )
     return p
 
