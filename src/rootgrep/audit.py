@@ -32,7 +32,8 @@ class Audit:
 
     @property
     def fd(self) -> int:
-        """The log's fd (-1 when off): ``serve --sandbox`` grants writes to this file."""
+        """The log's fd (-1 when off): written only through it (``serve --sandbox`` grants no
+        open of the file by name)."""
         return self._fd
 
     def record(

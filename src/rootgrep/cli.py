@@ -309,9 +309,10 @@ def _serve_parser() -> argparse.ArgumentParser:
         const="strict",
         choices=("strict", "best-effort"),
         help="after start-up, restrict the process with Landlock: read only beneath the "
-        "--roots (write with --allow-write), read-write the cache dir and the audit log, "
-        "nothing else, no programs run; needs --root. Refuses to start where the kernel "
-        "lacks it, unless --sandbox=best-effort (which warns and goes on)",
+        "--roots (write with --allow-write), read-write the cache dir (the audit log is "
+        "written through its open fd), nothing else, no program file run; needs --root. "
+        "Refuses to start where the kernel lacks it, unless --sandbox=best-effort (which "
+        "warns and goes on)",
     )
     return p
 
@@ -398,7 +399,7 @@ def _serve(args: argparse.Namespace) -> int:
     def start() -> None:
         # (with one thread still: the sandbox, when asked for, must come before any other)
         if args.sandbox:
-            _enter_sandbox(args, roots, indexes.cache, audit)
+            _enter_sandbox(args, roots, indexes.cache)
         _test_probe()
         for r in roots:
             indexes.activate(r, 0)  # operator roots start building at once, in the background
@@ -442,7 +443,7 @@ def _sandbox_problem(mode: str, dirs: list[str]) -> str | None:
     return None
 
 
-def _enter_sandbox(args: argparse.Namespace, roots: list[Root], cache: Any, audit: Any) -> None:
+def _enter_sandbox(args: argparse.Namespace, roots: list[Root], cache: Any) -> None:
     """Restrict the process with Landlock (see sandbox.py), beneath the fds it holds. Strict:
     a failure stops the server (SystemExit, one line); best-effort: a warning on stderr."""
     from . import sandbox
@@ -452,8 +453,11 @@ def _enter_sandbox(args: argparse.Namespace, roots: list[Root], cache: Any, audi
     rules = [Rule(r.fs.fd, tree, f"--root {os.fsdecode(r.path)}") for r in roots]
     if cache is not None:
         rules.append(Rule(cache.fd, sandbox.CACHE, "the cache dir"))
-    if audit.fd >= 0:
-        rules.append(Rule(audit.fd, sandbox.LOG, "the audit log"))
+    # (the audit log needs no rule: it is written only through the fd it holds, and Landlock
+    # checks opens, not writes to an open fd; so it cannot be opened again, to be read or
+    # written over)
+    null = os.open(os.devnull, os.O_PATH | os.O_CLOEXEC)  # (stdio points fd 0 at it)
+    rules.append(Rule(null, sandbox.NULL_DEVICE, os.devnull))
     strict = args.sandbox == "strict"
     sandbox.load_lazy_modules()
     try:
@@ -464,6 +468,8 @@ def _enter_sandbox(args: argparse.Namespace, roots: list[Root], cache: Any, audi
         print(f"rootgrep: warning: --sandbox=best-effort: {e}; serving WITHOUT the sandbox",
               file=sys.stderr, flush=True)  # fmt: skip
         return
+    finally:
+        os.close(null)
     if abi < sandbox.STRICT_MIN_ABI:
         print(f"rootgrep: warning: --sandbox=best-effort: Landlock ABI {abi} governs only part "
               "of the rights that change a file (truncate needs ABI 3)", file=sys.stderr,

@@ -687,14 +687,18 @@ class Beneath:
         symlinks: SymlinkPolicy = "within",
         use_openat2: bool | None = None,
         hides: bool = True,
+        lookup_only: bool = False,
     ) -> Beneath:
         """Open ``path`` (an absolute directory) once and pin it; its canonical path is read
         back from the fd itself, so a root announced through a symlink is resolved race-free.
-        A directory that is (or lies beneath) a hidden one is refused as missing."""
+        A directory that is (or lies beneath) a hidden one is refused as missing.
+        ``lookup_only``: an ``O_PATH`` fd, which names the directory but cannot list or read
+        it (what a sandbox still lets the process open above its roots)."""
         if symlinks not in ("within", "never"):
             raise ValueError(f"unknown symlink policy {symlinks!r}")
         raw = fsencode_path(path)
-        fd = os.open(raw, _O_DIR)  # the one open by name: pinning a root
+        # the one open by name: pinning a root
+        fd = os.open(raw, (_O_PATH | os.O_DIRECTORY) if lookup_only else _O_DIR)
         try:
             st = os.fstat(fd)
             if hides and _hidden_inos and inside_hidden(fd):

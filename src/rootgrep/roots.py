@@ -94,6 +94,9 @@ class Root:
     extra_aliases: tuple[bytes, ...] = ()
     # a client root inside an operator root: that root and the components leading to it
     anchor: tuple[Root, list[bytes]] | None = field(default=None, repr=False)
+    # a client root its reader may not open (only look up, see pin_root): it can only hold
+    # operator roots, and is never served itself
+    lookup_only: bool = False
 
     @property
     def aliases(self) -> tuple[bytes, ...]:
@@ -152,8 +155,17 @@ def pin_root(
     if not raw.startswith(b"/"):
         raw = os.fsencode(os.path.abspath(raw))
     shown = raw.decode("utf-8", "backslashreplace")
+    lookup_only = False
     try:
-        fs = Beneath.pin(raw, symlinks=symlinks, use_openat2=use_openat2)
+        try:
+            fs = Beneath.pin(raw, symlinks=symlinks, use_openat2=use_openat2)
+        except PermissionError:
+            if source != "client":
+                raise
+            # (a client root above the operator roots, which ``serve --sandbox`` may not
+            # read: pinned to be looked up only, to find the operator roots it holds)
+            fs = Beneath.pin(raw, symlinks=symlinks, use_openat2=use_openat2, lookup_only=True)
+            lookup_only = True
     except FileNotFoundError:
         raise InvalidPath(f"root '{shown}' does not exist; give an existing directory") from None
     except NotADirectoryError:
@@ -165,7 +177,9 @@ def pin_root(
     canonical = fs.path
     if name is None:
         name = os.fsdecode(os.path.basename(canonical) or b"/")
-    return Root(root_id(canonical), name, path_to_uri(canonical), canonical, source, fs)
+    root = Root(root_id(canonical), name, path_to_uri(canonical), canonical, source, fs)
+    root.lookup_only = lookup_only
+    return root
 
 
 def accept_client_root(
@@ -195,7 +209,7 @@ def effective_roots(client: Sequence[Root] | None, operator: Sequence[Root]) -> 
     if client is None:
         return list(operator)
     if not operator:
-        return _dedupe(list(client))
+        return _dedupe([c for c in client if not c.lookup_only])
     out: list[Root] = []
     for c in client:
         for o in operator:
@@ -204,7 +218,7 @@ def effective_roots(client: Sequence[Root] | None, operator: Sequence[Root]) -> 
                     out.append(Root(o.id, c.name, o.uri, o.path, "both", o.fs, c.aliases))
                 else:
                     out.append(o)
-            elif is_within(c.path, o.path):
+            elif is_within(c.path, o.path) and not c.lookup_only:
                 prefix = strip_prefix(c.path, o.path) or []
                 out.append(
                     Root(c.id, c.name, c.uri, c.path, c.source, c.fs, c.extra_aliases, (o, prefix))

@@ -2,11 +2,12 @@
 
 Defence in depth beneath confine.py: once restricted, the kernel itself refuses every open
 outside what the rules grant, whatever a bug above it would ask for. The rules are made
-beneath fds the process already holds (the pinned operator roots, the cache dir, the audit
-log), never by name: read beneath the roots (write too with ``--allow-write``), read-write
-beneath the cache dir, write to the audit log, and nothing else: no other file, no directory
-listing, no ``execve`` anywhere (the Python prefix included: every module the server may
-import must be imported before, see ``load_lazy_modules``).
+beneath fds the process already holds (the pinned operator roots, the cache dir, /dev/null),
+never by name: read beneath the roots (write too with ``--allow-write``), read-write beneath
+the cache dir, read-write /dev/null, and nothing else (the audit log is written through the
+fd it holds, which needs no rule): no other file, no directory listing, no ``execve``
+anywhere (the Python prefix included: every module the server may import must be imported
+before, see ``load_lazy_modules``).
 
 Landlock restricts the calling thread only (this kernel's ABI 7 has no flag to restrict the
 other threads of the process; later ones add ``TSYNC``), and threads made later inherit the
@@ -66,8 +67,10 @@ _FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # rights a
 
 READ = READ_FILE | READ_DIR
 WRITE_TREE = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | REFER | TRUNCATE
-CACHE = READ | WRITE_TREE | MAKE_SOCK  # (MAKE_SOCK: a daemon's freshness socket)
-LOG = WRITE_FILE | READ_FILE
+# (no MAKE_SOCK: only a `rootgrep index --watch` daemon binds a freshness socket in the
+# cache, never `serve`; a sandboxed server cannot pose as one to the CLI's greps)
+CACHE = READ | WRITE_TREE
+NULL_DEVICE = READ_FILE | WRITE_FILE  # /dev/null (no IOCTL_DEV)
 
 # The strict mode needs every right that can change a file handled: truncate(2) is only
 # governed from ABI 3, cross-directory renames only allowed (under REFER) from ABI 2.

@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from .audit import Audit
 from .errors import NoRoots, RootgrepError
-from .roots import Root, accept_client_root, effective_roots
+from .roots import Root, accept_client_root, effective_roots, is_within
 from .service import Service, Token
 
 log = logging.getLogger("rootgrep.roots")
@@ -74,6 +74,13 @@ def accept_raw_roots(
             problems.append(f"root {uri[:200]!r} was dropped: {e}")
             audit.record(tool="roots", op="accept_root", requested=uri, decision="deny",
                          reason=e.code)  # fmt: skip
+            continue
+        if r.lookup_only and not any(is_within(o.path, r.path) for o in service.operator_roots):
+            r.close()  # (unreadable, and holding no operator root: nothing of it is served)
+            problems.append(f"root {uri[:200]!r} was dropped: it cannot be opened (permission "
+                            "denied)")  # fmt: skip
+            audit.record(tool="roots", op="accept_root", requested=uri, decision="deny",
+                         reason="invalid_uri")  # fmt: skip
             continue
         old = by_path.get(r.path)
         if old is not None and old.name == r.name and not old.fs.retired and _same_dir(old, r):

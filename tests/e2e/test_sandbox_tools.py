@@ -8,6 +8,7 @@ the rules, shows here as a failed call or a warning on the server's stderr."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -248,4 +249,67 @@ async def test_per_call_roots_of_a_2026_client_are_served_inside_and_refused_out
             res = await c.call_tool("grep", {"pattern": MARKER})
             assert code(res) == "no_roots", text(res)
             assert MARKER not in everything(res)
+    clean(err)
+
+
+@needs_landlock
+async def test_a_sandboxed_stdio_server_points_its_stdin_at_the_null_device(
+    tmp_path: Path, served: Path
+) -> None:
+    """While serving, the SDK points fd 0 at /dev/null (a stray read gets EOF, never the
+    wire), opening it by name: under the sandbox that open needs its own rule, or the SDK
+    falls back, silently, to serving with fd 0 still the client's pipe."""
+    with anyio.fail_after(120):
+        async with stdio(tmp_path, [served], "legacy", None, ["--sandbox"]) as (c, err, pid):
+            ok(await c.call_tool("read_file", {"path": "notes.txt"}))
+            assert os.readlink(f"/proc/{pid}/fd/0") == os.devnull
+    clean(err)
+
+
+@needs_landlock
+async def test_the_audit_log_is_written_through_its_fd_and_cannot_be_opened_again(
+    tmp_path: Path, served: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log is opened once, before the restriction, and only written through that fd: the
+    sandbox grants nothing on it, so the process cannot open it again by name (to read what
+    other sessions asked for, or to write over it), and decisions are still recorded."""
+    audit = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("ROOTGREP_TEST_SANDBOX_PROBE", str(audit))  # (the probe opens the log)
+    args = ["--sandbox", "--audit-log", str(audit)]
+    with anyio.fail_after(120):
+        async with stdio(tmp_path, [served], "legacy", None, args) as (c, err, _pid):
+            ok(await c.call_tool("read_file", {"path": "notes.txt"}))
+            res = await c.call_tool("read_file", {"path": "../outside/secret.txt"})
+            assert code(res) == "outside_roots", text(res)
+    decisions = [json.loads(x) for x in audit.read_text().splitlines()]
+    assert {(d["tool"], d["decision"]) for d in decisions} >= {
+        ("read_file", "allow"),
+        ("read_file", "deny"),
+    }, decisions
+    assert MARKER not in audit.read_text()
+    clean(err)
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_root_holding_the_operator_root_is_served_as_the_operator_root(
+    tmp_path: Path, served: Path, mode: str
+) -> None:
+    """A client announcing a directory above the operator root (its workspace, or ``/``) is
+    served the operator root, as without the sandbox: the client root is only looked up
+    (never opened for reading, which the sandbox refuses), and the outside below it, never
+    shown. ``auto``: a 2026-07-28 client, its roots sent with each call."""
+    stub = RootsStub([uri(tmp_path), "file:///"])
+    with anyio.fail_after(120):
+        async with stdio(tmp_path, [served], mode, stub, ["--sandbox"]) as (c, err, _pid):
+            g = ok(await c.call_tool("grep", {"pattern": "needle"}))
+            assert {m["path"] for m in g["matches"]} == {f"src/{n}" for n in SOURCES} | {
+                "notes.txt"
+            }, g
+            roots = ok(await c.call_tool("list_roots", {}))["roots"]
+            assert [r["uri"] for r in roots] == [uri(served)], roots
+            res = await c.call_tool("grep", {"pattern": MARKER, "path": str(tmp_path)})
+            assert res.is_error and MARKER not in everything(res), text(res)
+            res = await c.call_tool("read_file", {"path": str(tmp_path / "outside" / "secret.txt")})
+            assert code(res) == "outside_roots", text(res)
     clean(err)
