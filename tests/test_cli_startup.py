@@ -19,7 +19,7 @@ NOT_NEEDED = (
     # nor what a grep of a literal does not use: dataclasses (with inspect, ast, dis ...),
     # OpenSSL's hashlib (sha256 of a root's path), urllib.parse (a root's URI), base64 (the
     # daemon's protocol)
-    "dataclasses", "inspect", "hashlib", "urllib", "ipaddress", "base64", "socket",
+    "dataclasses", "inspect", "hashlib", "urllib", "ipaddress", "base64", "socket", "threading",
 )  # fmt: skip
 # a grep the daemon answers: nothing of the index itself, and no RE2 either (a pattern
 # without metacharacters is a literal, and the asker parses no ignore file)
