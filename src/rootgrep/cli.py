@@ -1003,7 +1003,9 @@ class _Target:
 
     __slots__ = ("given", "is_file", "prefix", "root", "start")
 
-    def __init__(self, given: bytes, root: Root, start: bytes, is_file: bool, prefix: bytes):
+    def __init__(
+        self, given: bytes, root: Root, start: bytes, is_file: bool, prefix: bytes
+    ) -> None:
         self.given = given
         self.root = root
         self.start = start

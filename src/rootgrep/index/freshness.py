@@ -107,7 +107,9 @@ class _Served:
 
     __slots__ = ("folder", "ino", "root_path", "sock")
 
-    def __init__(self, root_path: bytes, folder: IndexFolder, sock: socket.socket, ino: int):
+    def __init__(
+        self, root_path: bytes, folder: IndexFolder, sock: socket.socket, ino: int
+    ) -> None:
         self.root_path = root_path
         self.folder = folder
         self.sock = sock
