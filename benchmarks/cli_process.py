@@ -5,7 +5,10 @@ benchmarks). On F, the interpreter's library folder, with the index ready (a ``r
 keeps it fresh in a temporary cache; ``cindex`` builds ``csearch``'s index in a temporary file):
 ``rootgrep grep getrecursionlimit F`` against ``csearch getrecursionlimit`` and
 ``rg getrecursionlimit F`` (and rootgrep's own live scan, ``--no-index``); then start-up: a grep
-of a one-file directory against ``rg``. Prints a Markdown table with medians and ratios.
+of a one-file directory against ``rg``. Prints a Markdown table with medians and ratios (and
+each command's CPU time, user + system: on a busy machine wall times swing, CPU much less),
+then where the rare literal's time goes: the interpreter's start (bare, then with site and
+the editable install's .pth) and each step of the grep, timed inside fresh processes.
 ``csearch`` is skipped with a note when the ``codesearch`` package is not installed
 (``apt-get install codesearch``). Targets (issue 11): rare literal <= 1.5x csearch, start-up
 <= 60 ms. Timing thresholds are not checked here (nor in ``make test``): the figures are shown.
@@ -29,8 +32,14 @@ PATTERN = "getrecursionlimit"
 RUNS = int(os.environ.get("CLI_BENCH_RUNS", "20"))
 
 
-def _hyperfine(commands: dict[str, list[str]], env: dict[str, str]) -> dict[str, float]:
-    """Median seconds of each command (hyperfine -N: no shell in between)."""
+def _hyperfine(
+    commands: dict[str, list[str]],
+    env: dict[str, str],
+    cpu: dict[str, float] | None = None,
+    stat: str = "median",
+) -> dict[str, float]:
+    """Median (or ``stat``) seconds of each command (hyperfine -N: no shell in between);
+    ``cpu`` gets each one's mean CPU seconds (user + system: less moved by a busy machine)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         argv = ["hyperfine", "-N", "--warmup", "3", "--runs", str(RUNS), "--style", "none",
                 "--export-json", out.name]  # fmt: skip
@@ -39,7 +48,9 @@ def _hyperfine(commands: dict[str, list[str]], env: dict[str, str]) -> dict[str,
         subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL)
         with open(out.name) as f:
             results = json.load(f)["results"]
-    return {r["command"]: r["median"] for r in results}
+    if cpu is not None:
+        cpu.update({r["command"]: r["user"] + r["system"] for r in results})
+    return {r["command"]: r[stat] for r in results}
 
 
 def _quote(arg: str) -> str:
@@ -64,6 +75,62 @@ def _start_daemon(tree: str, cache: str, env: dict[str, str]) -> subprocess.Pope
 
 def _ms(s: float) -> str:
     return f"{s * 1000:.1f} ms"
+
+
+# One grep's phases, timed inside fresh processes (the CLI's own steps, as ``cli._grep`` takes
+# them); the process's start before them is timed apart (bare interpreter, then site).
+_PHASES = """
+import gc, io, os, sys, time
+gc.disable()
+clock = time.perf_counter
+cpu = time.process_time
+marks = [(clock(), cpu())]
+from rootgrep import cli
+gc.freeze(); gc.enable()
+marks.append((clock(), cpu()))
+a = cli._grep_parser().parse_intermixed_args(sys.argv[1:])
+marks.append((clock(), cpu()))
+m = cli.Matcher(cli._query_of(a.args[:1], a, 0, 0))
+target = cli._open_target(a.args[1], True, "within")
+src = cli._Source(a, target, m.query)
+marks.append((clock(), cpu()))
+buf = io.BytesIO()
+sink = cli._Sink(buf, a, 0, True)
+sink.target = target
+cli.run_grep(m, src.batches, sink, join=src.join)
+marks.append((clock(), cpu()))
+fd = os.open(os.devnull, os.O_WRONLY)
+os.write(fd, buf.getvalue())
+marks.append((clock(), cpu()))
+assert src.kind == "index", src.why
+print(*(b[0] - a[0] for a, b in zip(marks, marks[1:])))
+print(*(b[1] - a[1] for a, b in zip(marks, marks[1:])))
+"""
+PHASES = ("imports", "arguments", "index asked (daemon)", "candidates read and matched", "output")
+
+
+def _breakdown(argv: list[str], env: dict[str, str]) -> list[tuple[str, float, float, float]]:
+    """(phase, median, best, median CPU) seconds over RUNS fresh processes: the interpreter's
+    start (bare, then site with the editable install's .pth; hyperfine's best and mean CPU),
+    then each of the grep's steps (the daemon's own work is wall time here, not CPU)."""
+    py = sys.executable
+    cpu: dict[str, float] = {}
+    best = _hyperfine({"bare": [py, "-I", "-S", "-c", "pass"], "site": [py, "-c", "pass"]}, env,
+                      cpu, stat="min")  # fmt: skip
+    rows = [("interpreter start (-I -S)", best["bare"], best["bare"], cpu["bare"]),
+            ("site, .pth of the editable install", best["site"] - best["bare"],
+             best["site"] - best["bare"], cpu["site"] - cpu["bare"])]  # fmt: skip
+    runs: list[tuple[list[float], list[float]]] = []
+    for _ in range(RUNS):
+        out = subprocess.run([py, "-c", _PHASES, *argv], capture_output=True, env=env,
+                             check=True, timeout=120)  # fmt: skip
+        wall, used = out.stdout.decode().splitlines()
+        runs.append(([float(x) for x in wall.split()], [float(x) for x in used.split()]))
+    for i, name in enumerate(PHASES):
+        col = sorted(r[0][i] for r in runs)
+        used_col = sorted(r[1][i] for r in runs)
+        rows.append((name, col[len(col) // 2], col[0], used_col[len(used_col) // 2]))
+    return rows
 
 
 def main() -> int:
@@ -101,7 +168,9 @@ def main() -> int:
             if csearch:
                 commands["csearch"] = ["csearch", PATTERN]
             counts = {k: _lines(v, env) for k, v in commands.items()}
-            t = _hyperfine(commands, env)
+            cpu: dict[str, float] = {}
+            t = _hyperfine(commands, env, cpu)
+            phases = _breakdown(["--cache-dir", cache, PATTERN, corpus], env)
         finally:
             daemon.terminate()
             daemon.wait(30)
@@ -115,27 +184,44 @@ def main() -> int:
             "rootgrep (start-up)": [ROOTGREP, "grep", "--cache-dir", nocache, "hello", one],
             "rg (start-up)": [RG, "hello", one],
         }
-        s = _hyperfine(start, env)
+        s_cpu: dict[str, float] = {}
+        s = _hyperfine(start, env, s_cpu)
     print(f"\n### CLI as a process (hyperfine, median of {RUNS}; {corpus})\n")
     print(f"rootgrep: {used[0].strip() if used else 'no --stats line'}\n")
-    print("| work | rootgrep | peer | ratio |")
-    print("|---|---|---|---|")
+    print("| work | rootgrep | peer | ratio (wall) | CPU (user + system, means) |")
+    print("|---|---|---|---|---|")
+
+    def cpu_ratio(a: str, b: str, peer: str) -> str:
+        return f"{_ms(cpu[a])} vs {_ms(cpu[b])}: {cpu[a] / cpu[b]:.2f}× {peer}"
+
     rare = f"`rootgrep grep {PATTERN} F` ({counts['rootgrep']} lines)"
     if csearch:
         rows.append(f"| {rare} vs `csearch` ({counts['csearch']} lines) | "
                     f"{_ms(t['rootgrep'])} | {_ms(t['csearch'])} | "
-                    f"{t['rootgrep'] / t['csearch']:.2f}× csearch (target ≤ 1.5×) |")  # fmt: skip
+                    f"{t['rootgrep'] / t['csearch']:.2f}× csearch (target ≤ 1.5×) | "
+                    f"{cpu_ratio('rootgrep', 'csearch', 'csearch')} |")  # fmt: skip
     else:
         rows.append(f"| {rare} vs `csearch` | {_ms(t['rootgrep'])} | skipped: `codesearch` "
-                    "is not installed (`apt-get install codesearch`) | — |")  # fmt: skip
+                    "is not installed (`apt-get install codesearch`) | — | — |")  # fmt: skip
     rows.append(f"| {rare} vs `rg` ({counts['rg']} lines) | {_ms(t['rootgrep'])} | "
-                f"{_ms(t['rg'])} | {t['rootgrep'] / t['rg']:.2f}× rg |")  # fmt: skip
-    rows.append(f"| `rootgrep grep --no-index` (live) vs `rg` | {_ms(t['rootgrep --no-index'])}"
-                f" | {_ms(t['rg'])} | {t['rootgrep --no-index'] / t['rg']:.2f}× rg |")  # fmt: skip
+                f"{_ms(t['rg'])} | {t['rootgrep'] / t['rg']:.2f}× rg | "
+                f"{cpu_ratio('rootgrep', 'rg', 'rg')} |")  # fmt: skip
+    live = "rootgrep --no-index"
+    rows.append(f"| `rootgrep grep --no-index` (live) vs `rg` | {_ms(t[live])}"
+                f" | {_ms(t['rg'])} | {t[live] / t['rg']:.2f}× rg | "
+                f"{cpu_ratio(live, 'rg', 'rg')} |")  # fmt: skip
     su, sr = s["rootgrep (start-up)"], s["rg (start-up)"]
-    rows.append(f"| start-up: grep of a one-file directory | {_ms(su)} (target ≤ 60 ms) | "
-                f"`rg` {_ms(sr)} | {su / sr:.1f}× rg |")  # fmt: skip
+    rows.append(
+        f"| start-up: grep of a one-file directory | {_ms(su)} (target ≤ 60 ms) | "
+        f"`rg` {_ms(sr)} | {su / sr:.1f}× rg | "
+        f"{_ms(s_cpu['rootgrep (start-up)'])} vs {_ms(s_cpu['rg (start-up)'])} |"
+    )
     print("\n".join(rows))
+    print(f"\nWhere the rare literal's time goes (fresh processes, median and best of {RUNS}):\n")
+    print("| phase | median | best | CPU (median) |")
+    print("|---|---|---|---|")
+    for name, med, best, used in phases:
+        print(f"| {name} | {_ms(med)} | {_ms(best)} | {_ms(used)} |")
     if counts["rootgrep"] != counts["rg"]:
         print(f"\nWARNING: rootgrep printed {counts['rootgrep']} lines, rg {counts['rg']}")
     return 0

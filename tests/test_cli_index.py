@@ -335,3 +335,26 @@ def test_asking_for_a_fresh_index_creates_nothing_in_the_cache(tmp_path: Path) -
             cache.close()
     finally:
         r.close()
+
+
+def test_a_daemon_answering_no_candidate_still_says_its_files_were_there(
+    tmp_path: Path,
+) -> None:
+    """The daemon counts the files it holds only when it answers none (issue 11: the count
+    is a pass over every indexed file): a grep of the working directory whose pattern no
+    file can hold is still "no match" (1), not "no files were searched" (2), as rg says."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    daemon = start_daemon(tree, cache, slow_fold=False)
+    try:
+        out = grep(cache, "--stats", "zq_nowhere_qz", cwd=tree)
+        assert out.returncode == 1, out.stderr
+        assert out.stderr == b""
+        assert "searched by index" in split_stats(out.stdout)[1]
+        found = grep(cache, "--stats", WORD, cwd=tree / "pkg")  # (and a directory below)
+        assert found.returncode == 0 and "searched by index" in split_stats(found.stdout)[1]
+        assert split_stats(found.stdout)[0] == rg(WORD, cwd=tree / "pkg")
+        none_below = grep(cache, "zq_nowhere_qz", cwd=tree / "pkg")
+        assert none_below.returncode == 1 and none_below.stderr == b""
+    finally:
+        assert stop(daemon, 15) == 0

@@ -1,4 +1,6 @@
-"""The CLI's live grep imports only what it needs: start-up is mostly imports (issue 11)."""
+"""The CLI's grep imports only what it needs: start-up is mostly imports (issue 11). Also its
+other start-up costs: the garbage collections set off while modules load, and one write(2)
+per printed line when Python's stdout is unbuffered."""
 
 from __future__ import annotations
 
@@ -7,11 +9,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support import ROOTGREP, stop
+
 # the server's stack, the index's, the parsers', the progress bars', the -g globs' and the
 # thread pool's: none is needed to grep a small tree live
 NOT_NEEDED = (
     "mcp", "pydantic", "uvicorn", "starlette", "anyio", "tantivy", "tree_sitter", "rich",
     "pathspec", "concurrent.futures", "rootgrep.service", "rootgrep.server",
+    # nor what a grep of a literal does not use: dataclasses (with inspect, ast, dis ...),
+    # OpenSSL's hashlib (sha256 of a root's path), urllib.parse (a root's URI), base64 (the
+    # daemon's protocol)
+    "dataclasses", "inspect", "hashlib", "urllib", "ipaddress", "base64", "socket", "threading",
+)  # fmt: skip
+# a grep the daemon answers: nothing of the index itself (RE2 is loaded: its scan tests the
+# index's candidates, most of which do not hold the literal, faster than bytes.find)
+NOT_NEEDED_ASKING = (
+    *NOT_NEEDED, "rootgrep.index.store", "rootgrep.index.manager",
+    "rootgrep.index.state", "rootgrep.index.plan", "selectors",
 )  # fmt: skip
 
 
@@ -42,3 +56,80 @@ def test_glob_rules_still_load_what_they_need(tmp_path: Path) -> None:
     code, out, modules = imported_by(["grep", "-g", "*.py", "hello"], tmp_path)
     assert code == 0 and out == b"b.py:1:hello\n"
     assert "pathspec" in modules
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> set[str]:
+    return {m for m in names if any(x == m or x.startswith(m + ".") for x in modules)}
+
+
+def test_a_grep_a_daemon_answers_imports_none_of_the_index(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / ".ignore").write_text("*.log\n")
+    (tree / "a.py").write_text("def frobnicate():\n    pass\n")
+    (tree / "pkg" / "b.py").write_text("frobnicate()\n")
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(tmp_path / "cache")}
+    daemon = subprocess.Popen([ROOTGREP, "daemon", str(tree)], env=env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    assert daemon.stderr is not None
+    try:
+        while "watching" not in (line := daemon.stderr.readline()):
+            assert line, "the daemon exited"
+        code = (
+            "import sys\nfrom rootgrep.cli import main\n"
+            f"code = main(['grep', '--stats', 'frobnicate', {str(tree)!r}])\n"
+            "sys.stdout.flush()\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+            "sys.exit(code)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env,
+                             timeout=60, check=False)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert b"searched by index" in out.stdout  # (the daemon answered)
+        assert out.stdout.startswith(f"{tree}/a.py:1:def frobnicate():\n".encode())
+        assert not loaded(set(out.stderr.decode().split()), NOT_NEEDED_ASKING)
+    finally:
+        assert stop(daemon, 15) == 0
+
+
+def test_no_garbage_is_collected_while_the_cli_loads(tmp_path: Path) -> None:
+    """The entry point pauses the collector while the modules load (their objects live until
+    exit, and every collection walked them again), then runs it as usual."""
+    (tmp_path / "a.txt").write_text("hello\n")
+    code = (
+        "import gc, sys\n"
+        "early = []\n"
+        "def seen(phase, info):\n"
+        "    cli = sys.modules.get('rootgrep.cli')\n"
+        "    if phase == 'start' and not hasattr(cli, 'main'):\n"
+        "        early.append(info['generation'])\n"
+        "sys.argv = ['rootgrep', 'grep', 'hello']\n"
+        "from rootgrep.__main__ import run\n"
+        "gc.callbacks.append(seen)\n"  # (after: compiling the entry itself may collect)
+        "code = run()\nsys.stdout.flush()\n"
+        "print(len(early), gc.isenabled(), file=sys.stderr)\nsys.exit(code)\n"
+    )
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(tmp_path / "no-cache")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=tmp_path,
+                         env=env, timeout=60, check=False)  # fmt: skip
+    assert out.returncode == 0 and out.stdout == b"a.txt:1:hello\n", out.stderr
+    assert out.stderr.split() == [b"0", b"True"]
+
+
+def test_unbuffered_stdout_is_still_written_in_blocks(tmp_path: Path) -> None:
+    """With ``python -u`` (or PYTHONUNBUFFERED) sys.stdout is raw; the grep's output still
+    goes out in large writes, not one write(2) per line (counted by the kernel)."""
+    (tmp_path / "a.txt").write_text("hello world\n" * 2000)
+    code = (
+        "import sys\nfrom rootgrep.cli import main\n"
+        "def writes():\n"
+        "    with open('/proc/self/io') as f:\n"
+        "        return int(dict(l.split(': ') for l in f.read().splitlines())['syscw'])\n"
+        "before = writes()\ncode = main(['grep', 'hello', 'a.txt'])\n"
+        "print(writes() - before, file=sys.stderr)\nsys.exit(code)\n"
+    )
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(tmp_path / "no-cache")}
+    out = subprocess.run([sys.executable, "-u", "-c", code], capture_output=True,
+                         cwd=tmp_path, env=env, timeout=60, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == b"".join(b"%d:hello world\n" % (i + 1) for i in range(2000))
+    assert int(out.stderr) <= len(out.stdout) // (32 << 10) + 2  # (64 KiB blocks: 1 here)

@@ -160,6 +160,29 @@ def test_prefilter_never_changes_the_answer(pattern: str, text: str) -> None:
     assert got == expected
 
 
+@pytest.mark.parametrize("pattern", ["getrecursionlimit", "a b", "é", "_x-y,z/=", "x"])
+def test_a_regex_without_metacharacters_is_searched_as_its_literal(pattern: str) -> None:
+    """(issue 11: no RE2 compile, nor import, for the commonest query) and the answer is
+    RE2's, also over bytes that are not UTF-8 and at a last line without a terminator."""
+    m = Matcher(GrepQuery(pattern, regex=True))
+    assert m._literal == pattern.encode() and m._re is None
+    needle = pattern.encode()
+    buf = b"\xff" + needle + b"\n\n" + needle * 2 + b" \x80\nno\r\n" + needle
+    rx = re2.compile(needle)
+    expected = [i + 1 for i, ln in enumerate(buf.split(b"\n")) if rx.search(ln) is not None]
+    assert [x.line for x in search_buffer(m, buf)] == expected == [1, 3, 5]
+    # (case-insensitive and whole-word queries still go to RE2)
+    assert Matcher(GrepQuery(pattern, regex=True, case_sensitive=False))._re is not None
+    assert Matcher(GrepQuery(pattern, regex=True, whole_word=True))._re is not None
+
+
+def test_a_regex_that_is_not_utf8_is_still_refused() -> None:
+    """(RE2 refuses such a pattern: the literal shortcut does not take it)"""
+    pattern = b"caf\xe9".decode("utf-8", "surrogateescape")
+    assert error_code(Matcher, GrepQuery(pattern, regex=True)) == "invalid_pattern"
+    assert Matcher(GrepQuery(pattern))._literal == b"caf\xe9"  # (a literal: looked for as is)
+
+
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     for i in range(60):

@@ -88,3 +88,30 @@ def test_no_opener_opens_a_fifo(fifo_dir: tuple[Path, BlockedWriter], opener: st
     finally:
         os.close(dfd)
         fs.close()
+
+
+def test_a_large_file_is_read_once_into_one_buffer(tmp_path: Path) -> None:
+    """(issue 11) A file over the 8 KiB binary sniff is read whole into one buffer: not as
+    its head plus the rest joined, a second copy of every large file a grep reads (its
+    allocations, as tracemalloc counts them, stay near the file's size)."""
+    import tracemalloc
+
+    size = 4 << 20
+    data = (b"x" * 99 + b"\n") * (size // 100)
+    (tmp_path / "big.txt").write_bytes(data)
+    (tmp_path / "bin.dat").write_bytes(b"x" * 100 + b"\0" + b"y" * size)
+    (tmp_path / "late.dat").write_bytes(b"x" * 9000 + b"\0")  # (text: the sniff is 8 KiB)
+    dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        tracemalloc.start()
+        try:
+            got = confine.read_searchable_at(dfd, b"big.txt", 16 << 20)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert got == data
+        assert peak < len(data) * 1.5  # (head + rest, joined: twice the file)
+        assert confine.read_searchable_at(dfd, b"bin.dat", 16 << 20) is None
+        assert confine.read_searchable_at(dfd, b"late.dat", 16 << 20) == b"x" * 9000 + b"\0"
+    finally:
+        os.close(dfd)

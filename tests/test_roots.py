@@ -186,3 +186,12 @@ def test_find_root_by_path(pins: dict[str, Root], dirs: Path) -> None:
 def test_pin_root_refuses_missing_and_files(dirs: Path) -> None:
     assert error_code(pin_root, dirs / "missing") == "invalid_path"
     assert error_code(pin_root, dirs / "file.txt") == "invalid_path"
+
+
+def test_a_root_uri_is_quoted_as_urllib_quotes_it() -> None:
+    """``path_to_uri`` writes what ``urllib.parse.quote_from_bytes(path, safe="/")`` does,
+    without importing it (issue 11: 1.5 ms of every CLI start), for every byte value."""
+    for b in range(256):
+        path = b"/a" + bytes([b]) + b"/z" + bytes([b])
+        assert path_to_uri(path) == "file://" + quote(path, safe="/")
+    assert path_to_uri(b"/plain/Path_1.-~") == "file:///plain/Path_1.-~"

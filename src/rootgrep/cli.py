@@ -7,18 +7,14 @@ stderr). Logs go to stderr; stdout carries only results.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re as _re
-import signal
 import stat
 import sys
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO
-
-import re2
 
 from . import __version__
 from .confine import display
@@ -321,6 +317,7 @@ def _exit_with_parent() -> bool:
     """Ask the kernel for SIGTERM when the parent dies (``PR_SET_PDEATHSIG``); False when the
     parent is already gone (then this process was re-parented before the request)."""
     import ctypes
+    import signal
 
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
@@ -640,6 +637,9 @@ def _say(console: Any, line: str) -> None:
 def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
     """Hold each index's writer for good (other processes read it and reload after commits),
     sync it, then keep it fresh from file-system events until SIGINT or SIGTERM."""
+    import signal
+    import threading
+
     from .index.freshness import FreshnessServer
     from .index.manager import IndexManager
 
@@ -917,7 +917,7 @@ def _grep(args: argparse.Namespace) -> int:
     except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
         raise InvalidPattern(e.message.replace("pass regex=false", "pass -F")) from None
     rules = _GlobRules(args.globs) if args.globs else None
-    out = sys.stdout.buffer
+    out = _stdout_blocks()
     given = paths or ["."]
     # (-H/-I say; else a path is printed unless one file PATH alone is searched, see below)
     sink = _Sink(out, args, before or after, args.with_filename is not False)
@@ -983,6 +983,16 @@ def _grep(args: argparse.Namespace) -> int:
     if failed:
         return 2
     return 0 if matched else 1
+
+
+def _stdout_blocks() -> BinaryIO:
+    """stdout's bytes, written 64 KiB at a time. With ``PYTHONUNBUFFERED`` (or ``-u``) Python's
+    own binary stdout is raw, and each printed line was a ``write(2)`` of its own; the writer
+    made here is over a second handle of the same fd that never closes it."""
+    out = sys.stdout.buffer
+    if isinstance(out, io.RawIOBase):
+        return io.BufferedWriter(io.FileIO(out.fileno(), "wb", closefd=False), 1 << 16)
+    return out
 
 
 class _Source:
@@ -1079,6 +1089,8 @@ def _query_of(patterns: list[str], args: argparse.Namespace, before: int, after:
     if len(patterns) == 1:
         pattern, regex = patterns[0], not args.fixed_strings
     else:
+        import re2
+
         parts = [re2.escape(p) if args.fixed_strings else p for p in patterns]
         pattern, regex = "|".join(f"(?:{p})" for p in parts), True
     return GrepQuery(
@@ -1091,16 +1103,21 @@ def _query_of(patterns: list[str], args: argparse.Namespace, before: int, after:
     )
 
 
-@dataclass
 class _Target:
     """One PATH: the pinned directory searched (a directory PATH itself, or a file PATH's
-    parent) and where the walk starts in it (b"" or the file's name)."""
+    parent) and where the walk starts in it (b"" or the file's name). (A plain class: a
+    dataclass costs its module's import and 0.2 ms to make, on every CLI start.)"""
 
-    given: bytes
-    root: Root
-    start: bytes
-    is_file: bool
-    prefix: bytes  # what is printed before a root-relative path (directories)
+    __slots__ = ("given", "is_file", "prefix", "root", "start")
+
+    def __init__(
+        self, given: bytes, root: Root, start: bytes, is_file: bool, prefix: bytes
+    ) -> None:
+        self.given = given
+        self.root = root
+        self.start = start
+        self.is_file = is_file
+        self.prefix = prefix  # what is printed before a root-relative path (directories)
 
     def shown(self, rel: bytes) -> bytes:
         """A file's path as rg prints it: a file PATH as given, else PATH joined with it."""

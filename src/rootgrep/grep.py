@@ -9,16 +9,13 @@ reach the sink in path order whatever the threads do.
 
 from __future__ import annotations
 
+import _thread
 import bisect
 import collections
 import operator
 import re as _re
-import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-
-import re2
 
 from . import confine
 from .errors import InvalidPattern
@@ -34,29 +31,44 @@ CANCEL_CHECK_BYTES = 1 << 20  # a scan checks for cancellation at least this oft
 CHUNK_BYTES = 1 << 20
 _WHOLE_TEXT = _re.compile(r"\\[Az]|\(\?[a-zA-Z-]*-?[imsU]")
 UTF8_BOM = b"\xef\xbb\xbf"
-_UNANCHORED = re2._Anchor.UNANCHORED
+_UNANCHORED: Any = None  # RE2's Anchor.UNANCHORED, once ``_re2`` has imported it
 _NON_WORD = rb"[^\p{L}\p{M}\p{Nd}\p{Pc}\n]"
 
 
-@dataclass(frozen=True, slots=True)
 class GrepQuery:
     """What to look for. ``before``/``after``: context lines on each side of a match (each
     at most ``MAX_CONTEXT``); ``context`` is the convenience that sets both (an explicit
-    ``before`` or ``after`` wins over it)."""
+    ``before`` or ``after`` wins over it).
 
-    pattern: str
-    regex: bool = False
-    case_sensitive: bool = True
-    whole_word: bool = False
-    context: int = 0
-    before: int = -1  # -1: as ``context``
-    after: int = -1
+    This module's classes are plain classes, not dataclasses: the ``dataclasses`` import and
+    0.2 ms per class made are a fifth of the CLI's start-up, and a CLI grep loads them all."""
 
-    def __post_init__(self) -> None:
-        if self.before < 0:
-            object.__setattr__(self, "before", self.context)
-        if self.after < 0:
-            object.__setattr__(self, "after", self.context)
+    __slots__ = ("after", "before", "case_sensitive", "context", "pattern", "regex", "whole_word")
+
+    def __init__(
+        self,
+        pattern: str,
+        regex: bool = False,
+        case_sensitive: bool = True,
+        whole_word: bool = False,
+        context: int = 0,
+        before: int = -1,  # -1: as ``context``
+        after: int = -1,
+    ) -> None:
+        self.pattern = pattern
+        self.regex = regex
+        self.case_sensitive = case_sensitive
+        self.whole_word = whole_word
+        self.context = context
+        self.before = context if before < 0 else before
+        self.after = context if after < 0 else after
+
+    def __repr__(self) -> str:
+        return (
+            f"GrepQuery({self.pattern!r}, regex={self.regex}, case_sensitive="
+            f"{self.case_sensitive}, whole_word={self.whole_word}, before={self.before}, "
+            f"after={self.after})"
+        )
 
 
 class LineMatch(tuple):  # type: ignore[type-arg]
@@ -96,36 +108,62 @@ class LineMatch(tuple):  # type: ignore[type-arg]
 _new_match = tuple.__new__
 
 
-@dataclass(slots=True)
 class FileMatches:
-    path: bytes  # root-relative
-    matches: list[LineMatch]
-    cut: bool = False  # the file's later matches were not gathered (the sink's room ran out)
-    count: int = -1  # a counting room: the file's matching lines (``matches`` is then empty)
+    """One file's matching lines (``path`` root-relative). ``cut``: the file's later matches
+    were not gathered (the sink's room ran out); ``count``: with a counting room, the file's
+    matching lines (``matches`` is then empty)."""
+
+    __slots__ = ("count", "cut", "matches", "path")
+
+    def __init__(
+        self, path: bytes, matches: list[LineMatch], cut: bool = False, count: int = -1
+    ) -> None:
+        self.path = path
+        self.matches = matches
+        self.cut = cut
+        self.count = count
+
+    def __repr__(self) -> str:
+        return f"FileMatches({self.path!r}, {self.matches!r}, cut={self.cut}, count={self.count})"
 
 
-@dataclass(frozen=True, slots=True)
 class Room:
     """What a sink can still take from one file: matches on lines after ``after_line``, at
-    most ``matches`` of them, gathering stops once their text (lines and context) passes
-    ``bytes``. A search never holds more of a file than that."""
+    most ``matches`` of them (-1: no bound), gathering stops once their text (lines and
+    context) passes ``bytes``. A search never holds more of a file than that. ``count``:
+    count the matching lines only (no line is held: memory stays flat)."""
 
-    after_line: int = 0
-    matches: int = -1  # -1: no bound
-    bytes: int = -1
-    count: bool = False  # count the matching lines only (no line is held: memory stays flat)
+    __slots__ = ("after_line", "bytes", "count", "matches")
+
+    def __init__(
+        self, after_line: int = 0, matches: int = -1, bytes: int = -1, count: bool = False
+    ) -> None:
+        self.after_line = after_line
+        self.matches = matches
+        self.bytes = bytes
+        self.count = count
 
 
 class Cancelled(Exception):
     """The search was cancelled (raised inside the loops, caught by ``run_grep``)."""
 
 
-@dataclass(slots=True)
 class GrepStats:
-    files_searched: int = 0
-    files_matched: int = 0
-    matches: int = 0
-    stopped: bool = False  # the sink asked to stop (e.g. max_results reached)
+    """What a search did; ``stopped``: the sink asked to stop (e.g. max_results reached)."""
+
+    __slots__ = ("files_matched", "files_searched", "matches", "stopped")
+
+    def __init__(self) -> None:
+        self.files_searched = 0
+        self.files_matched = 0
+        self.matches = 0
+        self.stopped = False
+
+    def __repr__(self) -> str:
+        return (
+            f"GrepStats(files_searched={self.files_searched}, files_matched="
+            f"{self.files_matched}, matches={self.matches}, stopped={self.stopped})"
+        )
 
 
 class GrepSink(Protocol):
@@ -228,6 +266,28 @@ def required_literal(pattern: str) -> str | None:
     return best or None
 
 
+def _re2() -> Any:
+    """The RE2 module, imported when a query first needs it: a plain literal never does, and
+    the import is 2 ms of a CLI grep's start-up."""
+    global _UNANCHORED
+    import re2
+
+    _UNANCHORED = re2._Anchor.UNANCHORED
+    return re2
+
+
+def _plain_regex(pattern: str) -> bool:
+    """A regex that matches exactly its own text: no metacharacter, and valid UTF-8 (RE2
+    refuses other bytes). Such a pattern is looked for as a literal, as ``bytes.find``."""
+    if not pattern or not _META.isdisjoint(pattern):
+        return False
+    try:
+        pattern.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class Matcher:
     """A compiled query: ``find(buf, pos)`` gives the span of the next match at or after pos;
     ``prefilter`` is a literal every matching line contains (None when there is none)."""
@@ -252,11 +312,12 @@ class Matcher:
         # texts may be joined and scanned at once unless the pattern anchors on the whole text
         # (\A, \z) or changes flags inline (e.g. turning multi-line off)
         self.joinable = not q.regex or _WHOLE_TEXT.search(q.pattern) is None
-        if not q.regex and q.case_sensitive and not q.whole_word:
+        if (not q.regex or _plain_regex(q.pattern)) and q.case_sensitive and not q.whole_word:
             self._literal = raw
             self._re = None
-            self._scan = _literal_scan(raw)
+            self._scan: Any = None  # (compiled at its first use: a live grep never needs RE2)
             return
+        re2 = _re2()
         body = raw if q.regex else re2.escape(raw)
         if q.whole_word:
             # Unicode word characters, as ripgrep's -w: no word char just before or after
@@ -313,6 +374,9 @@ class Matcher:
     def may_match(self, buf: bytes) -> bool:
         """``could_match``'s answer from one RE2 scan (which releases the GIL): for a
         literal about twice as fast as ``bytes.find`` over a file that does not hold it."""
+        if self._scan is None:
+            assert self._literal is not None
+            self._scan = _literal_scan(self._literal)
         return self._scan(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
 
     def could_match(self, buf: bytes) -> bool:
@@ -328,6 +392,7 @@ def _literal_scan(literal: bytes) -> Any:
     """An RE2 search for ``literal``'s bytes (its bound ``Match``), compiled as Latin-1 so
     that every byte is one character: a literal that is not valid UTF-8 (a command line's
     undecodable bytes) compiles too, and matches exactly where ``bytes.find`` would."""
+    re2 = _re2()
     opts = re2.Options()
     opts.log_errors = False
     opts.encoding = re2.Options.Encoding.LATIN1
@@ -514,12 +579,14 @@ def text_of(data: bytes) -> bytes:
     return data[3:] if data.startswith(UTF8_BOM) else data
 
 
-@dataclass(slots=True)
 class _Chunk:
     """Files read together (about ``CHUNK_BYTES``), searched with one scan of their join."""
 
-    paths: list[bytes]
-    texts: list[bytes]
+    __slots__ = ("paths", "texts")
+
+    def __init__(self, paths: list[bytes], texts: list[bytes]) -> None:
+        self.paths = paths
+        self.texts = texts
 
 
 def _read_chunks(
@@ -558,7 +625,7 @@ def _read_chunks(
 
 
 REUSED_READ_BYTES = 4 << 20  # each searching thread keeps one read buffer of this size
-_buffers = threading.local()
+_buffers = _thread._local()  # (not ``threading``: the CLI's start-up does not import it)
 
 
 def _read_buffer() -> bytearray:

@@ -16,9 +16,10 @@ file never breaks a root.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import re2
+if TYPE_CHECKING:
+    import re2
 
 
 def _warn(msg: str, *args: object) -> None:
@@ -32,13 +33,25 @@ def _warn(msg: str, *args: object) -> None:
 PART_RULES = 2000  # rules per RE2 set (one set of 5,200 ordinary rules exceeds RE2's 8 MiB)
 
 
-@dataclass(frozen=True, slots=True)
 class IgnoreRule:
-    pattern: bytes
-    negate: bool
-    dir_only: bool
-    regex: bytes
-    anchored: bool = False  # the pattern held a '/': it matches the whole relative path
+    """One rule: its pattern as written, whether it negates (``!``), holds for directories
+    only (a trailing ``/``), its RE2 regex, and whether it is anchored (the pattern held a
+    ``/``: it matches the whole relative path). (A plain class, not a dataclass: the CLI's
+    start-up does not import ``dataclasses``.)"""
+
+    __slots__ = ("anchored", "dir_only", "negate", "pattern", "regex")
+
+    def __init__(
+        self, pattern: bytes, negate: bool, dir_only: bool, regex: bytes, anchored: bool = False
+    ) -> None:
+        self.pattern = pattern
+        self.negate = negate
+        self.dir_only = dir_only
+        self.regex = regex
+        self.anchored = anchored
+
+    def __repr__(self) -> str:
+        return f"IgnoreRule({self.pattern!r}, negate={self.negate}, dir_only={self.dir_only})"
 
 
 # Unicode White_Space (what ripgrep's trim_end removes; Python's isspace has a few more)
@@ -186,10 +199,17 @@ def _lit(c: bytes) -> bytes:
     return c if c.isalnum() else b"\\" + c if c.isascii() else c
 
 
-_OPTIONS = re2.Options()
-_OPTIONS.encoding = re2.Options.Encoding.LATIN1  # names are bytes; one byte, one character
-_OPTIONS.dot_nl = True  # names may hold newlines
-_OPTIONS.log_errors = False
+@functools.cache
+def _options() -> Any:
+    """RE2's options for the rules (RE2 imported on first use: plain rules, looked up in
+    dicts, never need it, and the import is 2 ms of a CLI grep's start-up)."""
+    import re2
+
+    opts = re2.Options()
+    opts.encoding = re2.Options.Encoding.LATIN1  # names are bytes; one byte, one character
+    opts.dot_nl = True  # names may hold newlines
+    opts.log_errors = False
+    return opts
 
 
 _META = frozenset(b"*?[]{}\\")
@@ -305,12 +325,14 @@ def _compile_parts(
 ) -> list[tuple[re2.Set, list[int]]]:
     """RE2 sets over ``rules`` (position, rule) in order, each with the positions of the
     rules it holds (those that compiled), ascending."""
+    import re2
+
     out: list[tuple[re2.Set, list[int]]] = []
     pending = [rules[i : i + PART_RULES] for i in range(0, len(rules), PART_RULES)]
     pending.reverse()  # a stack: the next part to compile on top
     while pending:
         part = pending.pop()
-        rset = re2.Set.FullMatchSet(_OPTIONS)
+        rset = re2.Set.FullMatchSet(_options())
         kept: list[tuple[int, IgnoreRule]] = []
         for pos, r in part:
             try:

@@ -28,18 +28,21 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
 import stat as stat_mod
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from .. import confine
 from ..confine import Beneath
 from ..errors import InvalidPath, RootgrepError
+
+try:  # (hashlib loads OpenSSL, 2 ms of the CLI's start-up: the lean module, as ``random`` does)
+    from _sha256 import sha256
+except ImportError:  # pragma: no cover (a Python without it)
+    from hashlib import sha256
 
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
@@ -70,7 +73,7 @@ class CacheUnusable(InvalidPath):
 
 
 def folder_name(root_path: bytes) -> str:
-    return hashlib.sha256(root_path).hexdigest()[:20]
+    return sha256(root_path).hexdigest()[:20]
 
 
 class CacheDir:
@@ -280,16 +283,25 @@ class CacheDir:
                 self._remove(e.name)
 
 
-@dataclass
 class CachedIndex:
-    """One index folder of the cache, as the cache sees it (no index opened)."""
+    """One index folder of the cache, as the cache sees it (no index opened). (A plain
+    class, not a dataclass: the CLI's start-up does not import ``dataclasses``.)"""
 
-    dir: str
-    root_display: str
-    disk_bytes: int
-    last_used: float
-    cache: CacheDir | None = None
-    name: str = ""
+    def __init__(
+        self,
+        dir: str,
+        root_display: str,
+        disk_bytes: int,
+        last_used: float,
+        cache: CacheDir | None = None,
+        name: str = "",
+    ) -> None:
+        self.dir = dir
+        self.root_display = root_display
+        self.disk_bytes = disk_bytes
+        self.last_used = last_used
+        self.cache = cache
+        self.name = name
 
     def summary(self) -> tuple[int, int, int, float | None]:
         """(files indexed, bytes of text, files pending, synced_at) from its state file."""

@@ -23,14 +23,13 @@ the index does not hold exactly): the asker scans live and says why.
 from __future__ import annotations
 
 import _socket  # (the C module: ``socket``'s enum set-up costs the CLI's start-up 1.5 ms)
-import base64
+import binascii  # (``base64``'s C half: ``base64`` itself imports ``re`` and ``struct``)
 import contextlib
 import errno
 import json
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..confine import display, strip_prefix
@@ -65,13 +64,13 @@ def default_cache_dir() -> str:
 
 
 def _b64(b: bytes) -> str:
-    return base64.b64encode(b).decode("ascii")
+    return binascii.b2a_base64(b, newline=False).decode("ascii")
 
 
 def _unb64(s: object) -> bytes:
     if not isinstance(s, str):
         raise ValueError("not a string")
-    return base64.b64decode(s.encode("ascii"), validate=True)
+    return binascii.a2b_base64(s.encode("ascii"), strict_mode=True)
 
 
 def _socket_path(folder: IndexFolder) -> str:
@@ -101,12 +100,20 @@ def _read_line(conn: socket.socket, limit: int) -> bytes:
 # -- the daemon's side -------------------------------------------------------------------------
 
 
-@dataclass
 class _Served:
-    root_path: bytes
-    folder: IndexFolder
-    sock: socket.socket
-    ino: int  # the socket file's inode (removed at close only if it is still this one)
+    """One served index: its root, folder, listening socket and that socket file's inode
+    (removed at close only if it is still this one). (A plain class, not a dataclass: the
+    CLI's start-up does not import ``dataclasses``.)"""
+
+    __slots__ = ("folder", "ino", "root_path", "sock")
+
+    def __init__(
+        self, root_path: bytes, folder: IndexFolder, sock: socket.socket, ino: int
+    ) -> None:
+        self.root_path = root_path
+        self.folder = folder
+        self.sock = sock
+        self.ino = ino
 
 
 class FreshnessServer:
@@ -254,13 +261,17 @@ class FreshnessServer:
         changed = Walker(ix.fs).listed(dirty) if dirty else set()
         if changed:
             paths = sorted(changed.union(paths), key=order_key)
-        held = store.file_count
         if comps:
             below = place + b"/"
             cut = len(below)
             paths = [p[cut:] for p in paths if p.startswith(below)]
             changed = {p for p in changed if p.startswith(below)}
-            held = store.count_below(place)[0]
+        # "held" tells the asker whether a walk would have listed any file there (an error
+        # when none was searched): counted (a pass over every indexed file, 1 ms on F) only
+        # when no file is answered
+        held = len(paths)
+        if not paths:
+            held = store.count_below(place)[0] if comps else store.file_count
         if sum(map(len, paths)) + len(paths) > MAX_ANSWER:  # (here too, not only by the asker)
             return {"fresh": False, "why": "the answer would be over its cap"}, []
         answer = {
@@ -268,7 +279,7 @@ class FreshnessServer:
             "pid": os.getpid(),
             "max_file_size": self.manager.max_file_size or DEFAULT_MAX_FILE_SIZE,
             "changed": len(changed),
-            "held": held + len(changed),
+            "held": held,  # (with no file answered, none changed either)
             "narrowed": q.op != "all",
         }
         return answer, paths
@@ -294,17 +305,23 @@ class FreshnessServer:
 # -- the asking side ---------------------------------------------------------------------------
 
 
-@dataclass
 class FreshAnswer:
     """What a daemon answered for one directory: the files to read (relative to it, in walk
-    order), how many of them changed since the index's last fold, and how many files the
-    index holds there."""
+    order), how many of them changed since the index's last fold, how many files the index
+    holds there (at least: the files answered, when there are any), whether trigrams narrowed
+    them (else every text file is a candidate), and which daemon answered (for --stats). (A
+    plain class, not a dataclass: the CLI's start-up does not import ``dataclasses``.)"""
 
-    paths: list[bytes]
-    changed: int
-    held: int
-    narrowed: bool  # by trigrams (else every text file is a candidate)
-    why: str  # which daemon answered, for --stats
+    __slots__ = ("changed", "held", "narrowed", "paths", "why")
+
+    def __init__(
+        self, paths: list[bytes], changed: int, held: int, narrowed: bool, why: str
+    ) -> None:
+        self.paths = paths
+        self.changed = changed
+        self.held = held
+        self.narrowed = narrowed
+        self.why = why
 
     def batches(self, target: Root) -> Iterator[DirBatch]:
         return path_batches(target.fs, self.paths)
