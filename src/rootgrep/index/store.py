@@ -791,7 +791,7 @@ class RootIndex:
     ) -> Iterable[tuple[int, list[FileEntry]]]:
         """(directory fd, its files with their stats), batch by batch."""
         walker = Walker(fs, b"", WalkOptions(max_file_size=self.max_file_size))
-        for batch in walker.batches():
+        for batch in walker.batches(lent=True):  # (each batch is done before the next)
             with batch:
                 if cancelled is not None and cancelled():
                     return
@@ -1027,7 +1027,7 @@ class RootIndex:
             len(words), 1
         )
         ranked = []
-        path_of = paths.getter(every=len(hits) > len(paths) >> 3)
+        path_of = paths.getter()  # (the base dict's own get when no overlay is left)
         for i, ((bm25, addr), f, low) in enumerate(zip(hits, fids, lows, strict=True)):
             rel = path_of(f)
             if rel is None:
@@ -1133,7 +1133,7 @@ class RootIndex:
             rank = self._ordered(paths)[0]
             fids = [f for f in fids if f in rank]
             fids.sort(key=rank.__getitem__)
-            path_of = paths.getter(every=len(fids) > len(paths) >> 3)
+            path_of = paths.getter()
             return [path_of(f) for f in fids]  # type: ignore[misc]
         get = paths.get
         found: list[bytes] = [p for f in fids if (p := get(f)) is not None]
