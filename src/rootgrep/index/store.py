@@ -727,6 +727,7 @@ class RootIndex:
                 # (``changed`` raises IndexCorrupt before anything is committed)
                 staged = base.changed(changed)
                 self._record(staged, self.synced_at, list(changed.items()))
+                del staged  # (a build's: as large as the tree)
                 if writer is not None:
                     writer.commit()
                 for entry in changed.values():
