@@ -346,3 +346,64 @@ def test_listed_is_what_a_walk_lists(fs: Beneath, tree: Path) -> None:
     assert Walker(fs).listed(every) == set(list_files(fs))
     dirs = Walker(fs).listed(every, kind="dir")
     assert b"src" in dirs and b"build" not in dirs and b"link_dir" not in dirs
+
+
+def test_a_lent_walk_lists_the_same_files_and_holds_no_fd_after(tmp_path: Path) -> None:
+    """``batches(lent=True)`` (the re-sync's walk) hands out the walker's own directory fds:
+    the same files with the same stats as a walk of dups, a batch's close leaves the fd to
+    the walker, and the walk leaves no fd open behind it."""
+    root = tmp_path / "root"
+    for i in range(30):
+        write(root, f"d{i % 4}/sub{i % 3}/f{i}.txt", "x" * i)
+    write(root, "d0/.hidden/h.txt")
+    os.symlink("d1", root / "link")
+    fs = Beneath.pin(str(root))
+    try:
+        opts = WalkOptions(max_file_size=20)
+        before = fd_count()
+        lent, dups = [], []
+        for batch in Walker(fs, b"", opts).batches(lent=True):
+            with batch:
+                assert not batch.owned and os.fstat(batch.fd)
+                lent += [(f.path, f.stat.st_size) for f in batch.files if f.stat is not None]
+                kept = batch.fd
+            assert batch.fd == -1 and os.fstat(kept)  # (closed by the walker, not the batch)
+        assert fd_count() == before
+        for batch in Walker(fs, b"", opts).batches():
+            with batch:
+                dups += [(f.path, f.stat.st_size) for f in batch.files if f.stat is not None]
+        assert lent == dups and len(lent) == 21  # (f0..f20: at most 20 bytes)
+        assert [p for p, _ in lent] == list_files(fs, max_file_size=20)
+    finally:
+        fs.close()
+
+
+def test_the_walks_listing_and_stat_helpers_keep_links_and_specials_out(tmp_path: Path) -> None:
+    """``confine.scan_split``: dot names apart, each list in name order, links unfollowed;
+    ``confine.stat_regular_each``: regular files up to the size only, by one name each."""
+    from rootgrep import confine
+    from rootgrep.walker import FileEntry
+
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "b.txt").write_text("bb")
+    (d / "a.txt").write_text("a")
+    (d / "big.txt").write_text("x" * 100)
+    (d / ".dot").write_text("d")
+    (d / "sub").mkdir()
+    os.symlink("a.txt", d / "ln")
+    os.mkfifo(d / "fifo")
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        dotted, plain, _cut = confine.scan_split(fd)
+        assert dotted == [(b".dot", "file")]
+        assert plain == [(b"a.txt", "file"), (b"b.txt", "file"), (b"big.txt", "file"),
+                         (b"fifo", "other"), (b"ln", "symlink"), (b"sub", "dir")]  # fmt: skip
+        names = [b"a.txt", b"b.txt", b"big.txt", b"fifo", b"ln", b"sub", b"gone"]
+        got = confine.stat_regular_each(fd, names, b"d/", 10, FileEntry)
+        assert [(f.name, f.path, f.stat.st_size) for f in got] == [
+            (b"a.txt", b"d/a.txt", 1), (b"b.txt", b"d/b.txt", 2)
+        ]  # fmt: skip
+        assert all(isinstance(f, FileEntry) for f in got)
+    finally:
+        os.close(fd)

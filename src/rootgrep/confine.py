@@ -11,16 +11,18 @@ outside. A path string is never opened by name (pinning the root is the one exce
 from __future__ import annotations
 
 import _thread  # (its Lock: ``threading``'s set-up is 0.5 ms of the CLI's start-up)
+import bisect
 import contextlib
 import ctypes
 import errno
 import fcntl
+import itertools
 import os
 import re
 import stat as stat_mod
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, TypeVar
 
 from .errors import (
     BinaryFile,
@@ -450,6 +452,48 @@ def scan_fd(dirfd: int, hidden: list[bytes] | None = None) -> DirListing:
     return out
 
 
+Listed = tuple[bytes, str]  # (name, kind): an ``Entry``'s fields, as a plain tuple
+
+
+def scan_split(dirfd: int) -> tuple[list[Listed], list[Listed], bool]:
+    """``scan_fd``'s listing (hidden entries left out, links unfollowed, at most
+    ``MAX_DIR_ENTRIES``) as two lists sorted by name: the names that start with a dot, and
+    the others; and whether the directory held more (``DirListing.cut``). The walker's
+    listing: plain tuples, and the dot names (hidden files, ignore files) apart without a
+    test per entry later."""
+    enc = _FS_ENCODING
+    inos = _hidden_inos
+    room = MAX_DIR_ENTRIES
+    with os.scandir(dirfd) as it:
+        read = itertools.islice(it, room + 1)
+        if inos:  # (the cache dir or the audit log may be here: checked by inode first)
+            des = [de for de in read if not (de.inode() in inos and _hidden_at(dirfd, de.name))]
+        else:
+            des = list(read)
+    cut = len(des) > room
+    if cut:
+        del des[room:]
+    listing = [
+        (
+            de.name.encode(enc, "surrogateescape"),
+            "file"
+            if de.is_file(follow_symlinks=False)
+            else "dir"
+            if de.is_dir(follow_symlinks=False)
+            else "symlink"
+            if de.is_symlink()
+            else "other",
+        )
+        for de in des
+    ]
+    listing.sort()  # by name bytes (names are unique within a directory)
+    lo = bisect.bisect_left(listing, (b".",))  # (sorted: the dot names are one run)
+    if lo == len(listing) or listing[lo][0][:1] != b".":
+        return [], listing, cut
+    hi = bisect.bisect_left(listing, (b"/",), lo)  # (no name holds a "/": the next byte)
+    return listing[lo:hi], listing[:lo] + listing[hi:], cut
+
+
 def open_dir_at(dirfd: int, name: bytes) -> int:
     """Open a subdirectory by a single name, never through a symlink (nor a hidden one)."""
     fd = os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dirfd)
@@ -528,6 +572,36 @@ def stat_regular_at(dirfd: int, name: bytes) -> os.stat_result | None:
     except OSError:
         return None
     return st if stat_mod.S_ISREG(st.st_mode) and not is_hidden(st) else None
+
+
+_S_IFMT, _S_IFREG = 0o170000, 0o100000
+_Row = TypeVar("_Row", bound=tuple)  # type: ignore[type-arg]
+
+
+def stat_regular_each(
+    dirfd: int, names: list[bytes], prefix: bytes, max_size: int, cls: type[_Row]
+) -> list[_Row]:
+    """A ``cls`` tuple ``(name, prefix + name, stat)`` for each of ``names`` (single names
+    beneath the confined directory ``dirfd``) that is a regular file of at most
+    ``max_size`` bytes, by one ``fstatat`` each, never through a link; the others (gone,
+    links, directories, hidden) are left out. The walker's stat of every file of a
+    re-sync: one call per directory run, no Python frame per file."""
+    out: list[_Row] = []
+    append = out.append
+    stat = os.stat
+    new = tuple.__new__
+    hidden = _hidden_inos
+    for name in names:
+        try:
+            st = stat(name, dir_fd=dirfd, follow_symlinks=False)
+        except OSError:
+            continue
+        if st.st_mode & _S_IFMT != _S_IFREG or st.st_size > max_size:
+            continue
+        if hidden and is_hidden(st):
+            continue
+        append(new(cls, (name, prefix + name, st)))
+    return out
 
 
 def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:

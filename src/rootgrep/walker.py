@@ -17,7 +17,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import NamedTuple
 
 from . import confine
-from .confine import Beneath, Entry
+from .confine import Beneath, Entry, Listed
 from .errors import NotRegularFile, RootgrepError
 from .ignore import IgnoreFile
 
@@ -67,16 +67,18 @@ class FileEntry(NamedTuple):
 class DirBatch:
     """A run of files from one directory and a dup of that directory's fd (closed by ``close``)."""
 
-    __slots__ = ("dir", "fd", "files")
+    __slots__ = ("dir", "fd", "files", "owned")
 
-    def __init__(self, dir: bytes, fd: int, files: list[FileEntry]) -> None:
+    def __init__(self, dir: bytes, fd: int, files: list[FileEntry], owned: bool = True) -> None:
         self.dir = dir
         self.fd = fd
         self.files = files
+        self.owned = owned  # False: the walker's own fd, lent until its next step (never closed)
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            if self.owned:
+                os.close(self.fd)
             self.fd = -1
 
     def __enter__(self) -> DirBatch:
@@ -101,11 +103,11 @@ class _Frame:
     __slots__ = ("entries", "fd", "idx", "levels", "rel")
 
     def __init__(
-        self, rel: bytes, fd: int, entries: list[Entry], levels: list[_Level], idx: int = 0
+        self, rel: bytes, fd: int, entries: list[Listed], levels: list[_Level], idx: int = 0
     ) -> None:
         self.rel = rel
         self.fd = fd  # -1 once closed to bound fds on a deep tree (reopened when needed)
-        self.entries = entries
+        self.entries = entries  # (name, kind), in name order: files and directories kept
         self.levels = levels
         self.idx = idx
 
@@ -131,7 +133,11 @@ class Walker:
             with batch:
                 yield from batch.files
 
-    def batches(self) -> Iterator[DirBatch]:
+    def batches(self, *, lent: bool = False) -> Iterator[DirBatch]:
+        """The files below ``start``, in path order, in runs of one directory each with a
+        dup of that directory's fd (the batch's own: closed by ``close``). ``lent``: the
+        walker's own fd instead, valid only until the walk's next step, for a consumer done
+        with each batch before it asks for the next (a re-sync: two syscalls fewer a run)."""
         comps = confine.split_relpath(self.start)
         start = b"/".join(comps)
         st = self.fs.stat(comps)
@@ -144,44 +150,62 @@ class Walker:
             return
         if not stat_mod.S_ISDIR(st.st_mode):
             raise NotRegularFile(f"'{confine.display(start)}' is neither a file nor a directory")
-        frames = self._start(comps)
+        yield from self._walk_frames(self._start(comps), lent)
+
+    def _walk_frames(self, frames: list[_Frame], lent: bool = False) -> Iterator[DirBatch]:
+        """``batches`` from a frame stack (its first frame: the start, never closed before the
+        end), which it closes."""
         limit = self.options.max_file_size
-        stat_file = confine.stat_regular_at
+        stat_each = confine.stat_regular_each
         try:
             while (top := self._current(frames)) is not None:
-                run: list[FileEntry] = []
+                entries, i, n = top.entries, top.idx, len(top.entries)
+                prefix = top.rel + b"/" if top.rel else b""
+                run: list[bytes] = []  # the names of the files before the next directory
                 descended = False
-                while top.idx < len(top.entries):
-                    e = top.entries[top.idx]
-                    top.idx += 1
-                    rel = top.rel + b"/" + e.name if top.rel else e.name
-                    if e.kind == "file":
-                        if limit is None:
-                            run.append(_new_entry(FileEntry, (e.name, rel, None)))
-                            continue
-                        st = stat_file(top.fd, e.name)
-                        if st is not None and st.st_size <= limit:
-                            run.append(_new_entry(FileEntry, (e.name, rel, st)))
+                while i < n:
+                    name, kind = entries[i]
+                    i += 1
+                    if kind == "file":
+                        run.append(name)
                         continue
                     # a directory: emit the files before it, then descend
                     if run:
-                        yield DirBatch(top.rel, os.dup(top.fd), run)
+                        if files := self._run(top.fd, prefix, run, limit, stat_each):
+                            fd = top.fd if lent else os.dup(top.fd)
+                            yield DirBatch(top.rel, fd, files, not lent)
                         run = []
-                    child = self._open_child(top, e.name, rel)
+                    child = self._open_child(top.fd, name, prefix + name)
                     if child is not None:
-                        frames.append(self._enter(rel, child, top.levels))
+                        top.idx = i
+                        frames.append(self._enter(prefix + name, child, top.levels))
                         self._bound_fds(frames)
                         descended = True
                         break
                 if descended:
                     continue
-                if run:
-                    yield DirBatch(top.rel, os.dup(top.fd), run)
+                top.idx = i
+                if run and (files := self._run(top.fd, prefix, run, limit, stat_each)):
+                    yield DirBatch(top.rel, top.fd if lent else os.dup(top.fd), files, not lent)
                 frames.pop()
                 if top.fd >= 0:
                     os.close(top.fd)
         finally:
             _close_frames(frames)
+
+    @staticmethod
+    def _run(
+        fd: int,
+        prefix: bytes,
+        names: list[bytes],
+        limit: int | None,
+        stat_each: Callable[..., list[FileEntry]],
+    ) -> list[FileEntry]:
+        """One directory run's files: with their stats when the walk has a size limit (one
+        ``fstatat`` each, those over it or no longer regular files left out)."""
+        if limit is None:
+            return [_new_entry(FileEntry, (name, prefix + name, None)) for name in names]
+        return stat_each(fd, names, prefix, limit, FileEntry)
 
     def tree_entries(self, max_depth: int) -> Iterator[tuple[int, bytes, Entry]]:
         """(depth, root-relative path, entry) for files and directories below ``start``, in
@@ -215,12 +239,12 @@ class Walker:
                     if top.fd >= 0:
                         os.close(top.fd)
                     continue
-                e = top.entries[top.idx]
+                e = Entry(*top.entries[top.idx])
                 top.idx += 1
                 rel = top.rel + b"/" + e.name if top.rel else e.name
                 child = None
                 if e.kind == "dir" and (max_depth is None or len(frames) < max_depth):
-                    child = self._open_child(top, e.name, rel)
+                    child = self._open_child(top.fd, e.name, rel)
                     if child is not None:
                         frames.append(self._enter(rel, child, top.levels))
                         self._bound_fds(frames)
@@ -281,7 +305,7 @@ class Walker:
                 frame = self._frame(key, fd, levels)
             finally:
                 os.close(fd)
-            memo[key] = ({e.name: e.kind for e in frame.entries}, frame.levels)
+            memo[key] = (dict(frame.entries), frame.levels)
         return memo[b"/".join(comps)]
 
     # -- internals ---------------------------------------------------------------------------
@@ -311,42 +335,47 @@ class Walker:
 
     def _frame(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
         try:
-            listing = confine.scan_fd(fd)
+            dotted, plain, cut = confine.scan_split(fd)
         except OSError as e:
             self.errors.append((rel, e.strerror or "cannot list"))
-            listing = []
-        if getattr(listing, "cut", False):
+            dotted, plain, cut = [], [], False
+        if cut:
             self.errors.append((rel, f"more than {confine.MAX_DIR_ENTRIES} entries: rest skipped"))
         levels = parent_levels
-        if not self.options.no_ignore:
-            level = self._load_level(fd, rel, listing)
+        if dotted and not self.options.no_ignore:  # (every ignore file's name has a dot)
+            level = self._load_level(fd, rel, dotted)
             if level is not None:
                 levels = [*parent_levels, level]
-        kept: list[Entry] = []
         prune = self.options.prune
+        hidden = self.options.hidden
         after = order_key(self.options.after) if self.options.after is not None else None
-        for e in listing:
-            if e.kind not in ("file", "dir"):
-                continue  # symlinks are never followed; FIFOs, sockets and devices never read
-            if prune and e.kind == "dir" and (rel + b"/" + e.name if rel else e.name) in prune:
+        if dotted and (hidden or levels):  # (a rule may whitelist a dot name)
+            plain = sorted(plain + dotted)
+        if after is not None:  # (a cursor's place: directories wholly before it are left)
+            plain = [e for e in plain if e[1] != "dir" or not _wholly_before(rel, e[0], after)]
+        if not levels and not prune:  # (the common case: one comprehension)
+            return _Frame(rel, fd, [e for e in plain if e[1] in _WALKED], levels)
+        kept: list[Listed] = []
+        for e in plain:
+            name, kind = e
+            if kind not in _WALKED:
                 continue
-            if after is not None and e.kind == "dir" and _wholly_before(rel, e.name, after):
+            if prune and kind == "dir" and (rel + b"/" + name if rel else name) in prune:
                 continue
-            verdict = self._ignored(levels, rel, e) if levels else None
+            verdict = self._ignored(levels, rel, name, kind == "dir") if levels else None
             if verdict is True:
                 continue
-            if verdict is None and not self.options.hidden and e.name.startswith(b"."):
+            if verdict is None and not hidden and name.startswith(b"."):
                 continue
             kept.append(e)
         return _Frame(rel, fd, kept, levels)
 
-    def _ignored(self, levels: list[_Level], rel: bytes, e: Entry) -> bool | None:
+    def _ignored(self, levels: list[_Level], rel: bytes, name: bytes, is_dir: bool) -> bool | None:
         """True: ignored; False: whitelisted by a negation; None: no rule matched.
 
         As ripgrep ranks them: any ``.ignore`` rule (the deepest directory's first) beats any
         ``.gitignore`` rule; among files of one kind, the deepest directory decides."""
-        full = rel + b"/" + e.name if rel else e.name
-        is_dir = e.kind == "dir"
+        full = rel + b"/" + name if rel else name
         for kind in range(len(IGNORE_FILES)):
             for level in reversed(levels):
                 rules = level.files[kind]
@@ -358,8 +387,8 @@ class Walker:
                     return verdict
         return None
 
-    def _load_level(self, fd: int, rel: bytes, listing: list[Entry]) -> _Level | None:
-        present = {e.name for e in listing if e.kind == "file" and e.name in IGNORE_FILES}
+    def _load_level(self, fd: int, rel: bytes, listing: Iterable[Listed]) -> _Level | None:
+        present = {name for name, kind in listing if kind == "file" and name in IGNORE_FILES}
         if not present:
             return None
         files: list[IgnoreFile | None] = []
@@ -400,9 +429,9 @@ class Walker:
                 levels.append(level)
         return levels
 
-    def _open_child(self, top: _Frame, name: bytes, rel: bytes) -> int | None:
+    def _open_child(self, fd: int, name: bytes, rel: bytes) -> int | None:
         try:
-            return confine.open_dir_at(top.fd, name)
+            return confine.open_dir_at(fd, name)
         except OSError as e:
             if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 self.errors.append((rel, e.strerror or "cannot open"))
@@ -441,6 +470,10 @@ class Walker:
         if i >= 1 and frames[i].fd >= 0:  # frame 0 (the start) stays open
             os.close(frames[i].fd)
             frames[i].fd = -1
+
+
+_WALKED = frozenset(("file", "dir"))  # symlinks are never followed; FIFOs, sockets and
+# devices never read
 
 
 def keep_files(

@@ -19,12 +19,14 @@ factor of its record's size, and a reader never replays more than that quarter.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ..confine import Beneath
 from ..errors import RootgrepError
@@ -36,8 +38,11 @@ __all__ = [
     "JOURNAL_FILE",
     "JOURNAL_MIN_BYTES",
     "STATE_FILE",
+    "Entries",
     "Entry",
+    "IndexCorrupt",
     "Journal",
+    "Layered",
     "decode_state",
     "encode_record",
     "encode_state",
@@ -74,6 +79,174 @@ class Entry:
     def __post_init__(self) -> None:
         # compared once per file on every re-sync: made once, not per comparison
         self.key = (self.size, self.mtime_ns, self.ino)
+
+
+class IndexCorrupt(Exception):
+    """A state that breaks an invariant of the index (two files under one file id)."""
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+_MISSING: Any = object()
+FOLD_MIN = 4096  # the changes an overlay holds at most before it is folded into its base
+
+
+class Layered(Mapping[K, V]):
+    """An immutable mapping: a base dict shared between versions, and an overlay of the
+    changes since (a gone key maps to None there). ``changed`` makes the next version in
+    time proportional to the changes and the overlay (at most ``FOLD_MIN`` keys), never to
+    the base: only once the overlay outgrows ``FOLD_MIN`` is it folded into a new base (a
+    copy: one commit in about ``FOLD_MIN`` changed files pays the size of the tree). Each
+    version is a new object: readers tell them apart by identity."""
+
+    __slots__ = ("_base", "_len", "_over")
+
+    def __init__(self, base: dict[K, V] | None = None) -> None:
+        self._base: dict[K, V] = {} if base is None else base
+        self._over: dict[K, V | None] = {}
+        self._len = len(self._base)
+
+    def __getitem__(self, key: K) -> V:
+        v = self._over.get(key, _MISSING)
+        if v is _MISSING:
+            return self._base[key]
+        if v is None:
+            raise KeyError(key)
+        return v  # type: ignore[no-any-return]
+
+    def get(self, key: K, default: Any = None) -> Any:
+        v = self._over.get(key, _MISSING)
+        if v is _MISSING:
+            return self._base.get(key, default)
+        return default if v is None else v
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[K]:
+        over = self._over
+        if not over:
+            return iter(self._base)
+        return itertools.chain(
+            (k for k in self._base if k not in over), (k for k, v in over.items() if v is not None)
+        )
+
+    def items(self) -> Iterator[tuple[K, V]]:  # type: ignore[override]
+        over = self._over
+        if not over:
+            return iter(self._base.items())
+        return itertools.chain(
+            ((k, v) for k, v in self._base.items() if k not in over),
+            ((k, v) for k, v in over.items() if v is not None),  # type: ignore[misc]
+        )
+
+    def values(self) -> Iterator[V]:  # type: ignore[override]
+        return (v for _, v in self.items())
+
+    def getter(self, *, every: bool = False) -> Callable[[K], V | None]:
+        """``get`` for a loop of lookups: the base dict's own when the overlay is empty (no
+        Python frame per lookup); with ``every`` (a loop over about every key: a full
+        re-sync), a flat copy's otherwise."""
+        if not self._over:
+            return self._base.get
+        return dict(self.items()).get if every else self.get
+
+    def _next(self, changes: Mapping[K, V | None], length: int) -> Layered[K, V]:
+        out = object.__new__(type(self))
+        over = {**self._over, **changes}
+        if len(over) > FOLD_MIN:
+            base = dict(self._base)
+            for k, v in over.items():
+                if v is None:
+                    base.pop(k, None)
+                else:
+                    base[k] = v
+            out._base, out._over = base, {}
+        else:
+            out._base, out._over = self._base, over
+        out._len = length
+        return out
+
+    def changed(self, changes: Mapping[K, V | None]) -> Layered[K, V]:
+        """The next version: ``changes`` applied (a key mapped to None is gone)."""
+        length = self._len
+        for k, v in changes.items():
+            length += (v is not None) - (self.get(k) is not None)
+        return self._next(changes, length)
+
+
+class Entries(Layered[bytes, "Entry"]):
+    """An index's entries by root-relative path, with what readers ask of them kept beside:
+    each indexed file's path by its file id (``paths``), how many files are indexed
+    (``files``) and their bytes, how many entries are pending, the highest file id. A new
+    version (``changed``) costs time proportional to its changes, however large the tree."""
+
+    __slots__ = ("bytes", "files", "paths", "pending", "top_fid")
+
+    def __init__(self, base: dict[bytes, Entry] | None = None) -> None:
+        """From entries read whole (a state file): raises ``IndexCorrupt`` when two paths
+        share a file id."""
+        super().__init__(base)
+        entries = self._base
+        paths = {e.fid: p for p, e in entries.items() if e.fid}
+        self.files = sum(1 for e in entries.values() if e.fid)
+        if len(paths) != self.files:
+            seen: dict[int, bytes] = {}
+            for p, e in entries.items():
+                if e.fid and e.fid in seen:
+                    raise IndexCorrupt(f"file id {e.fid} names both {seen[e.fid]!r} and {p!r}")
+                seen[e.fid] = p
+        self.paths: Layered[int, bytes] = Layered(paths)
+        self.bytes = sum(e.size for e in entries.values() if e.fid)
+        self.pending = sum(1 for e in entries.values() if e.pending)
+        self.top_fid = max(paths, default=0)
+
+    def changed(self, changes: Mapping[bytes, Entry | None]) -> Entries:
+        """The next version, ``changes`` applied (None: the path is gone); raises
+        ``IndexCorrupt`` (before anything is made) when it would name two paths under one
+        file id."""
+        length, files, size, pending, top = (
+            self._len,
+            self.files,
+            self.bytes,
+            self.pending,
+            self.top_fid,
+        )
+        fids: dict[int, bytes | None] = {}
+        for p, e in changes.items():
+            old = self.get(p)
+            if old is not None:
+                length -= 1
+                pending -= old.pending
+                if old.fid:
+                    files -= 1
+                    size -= old.size
+                    if fids.get(old.fid, _MISSING) is _MISSING:
+                        fids[old.fid] = None  # (unless another change takes it again)
+            if e is not None:
+                length += 1
+                pending += e.pending
+                if e.fid:
+                    files += 1
+                    size += e.size
+                    top = max(top, e.fid)
+        for p, e in changes.items():
+            if e is None or not e.fid:
+                continue
+            if fids.get(e.fid) is not None:
+                raise IndexCorrupt(f"file id {e.fid} names both {fids[e.fid]!r} and {p!r}")
+            holder = self.paths.get(e.fid)
+            if holder is not None and holder != p and fids.get(e.fid, _MISSING) is _MISSING:
+                raise IndexCorrupt(f"file id {e.fid} names both {holder!r} and {p!r}")
+            fids[e.fid] = p
+        out = self._next(changes, length)
+        assert isinstance(out, Entries)
+        out.paths = self.paths.changed(fids)
+        out.files, out.bytes, out.pending, out.top_fid = files, size, pending, top
+        return out
 
 
 def _time(synced_at: float | None) -> float:
@@ -153,9 +326,15 @@ def _snapshot(data: bytes) -> tuple[dict[bytes, Entry], float | None, int] | Non
 
 
 def replay(
-    entries: dict[bytes, Entry], synced_at: float | None, journal: bytes, at: Journal
+    entries: MutableMapping[bytes, Any],
+    synced_at: float | None,
+    journal: bytes,
+    at: Journal,
+    *,
+    keep_gone: bool = False,
 ) -> float | None:
-    """Apply the journal's records after ``at.applied`` to ``entries`` (in place); return
+    """Apply the journal's records after ``at.applied`` to ``entries`` (in place; a gone
+    path is removed, or with ``keep_gone`` set to None: a mapping of changes); return
     ``synced_at`` as the last record applied says; ``at`` then stands after the last whole
     record."""
     off = at.applied
@@ -174,7 +353,7 @@ def replay(
             break
         if generation == at.generation:  # (else: a journal an older snapshot left)
             for path, e in items:
-                if e is None:
+                if e is None and not keep_gone:
                     entries.pop(path, None)
                 else:
                     entries[path] = e

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,10 +53,14 @@ from .cache import CachedIndex, CacheDir, IndexFolder
 from .plan import Q
 from .state import (
     ENTRY_BYTES,
+    FOLD_MIN,
     JOURNAL_FILE,
     STATE_FILE,
+    Entries,
     Entry,
+    IndexCorrupt,
     Journal,
+    Layered,
     decode_state,
     encode_record,
     encode_state,
@@ -234,20 +238,9 @@ class _StateMoved(Exception):
     """Another process wrote the index between a sync's start and its taking the writer."""
 
 
-class IndexCorrupt(Exception):
-    """A state that breaks an invariant of the index (two files under one file id)."""
-
-
 def paths_by_fid(entries: dict[bytes, Entry]) -> dict[int, bytes]:
     """Each indexed file's path by its id; raises ``IndexCorrupt`` when two paths share one."""
-    paths = {e.fid: p for p, e in entries.items() if e.fid}
-    if len(paths) != sum(1 for e in entries.values() if e.fid):
-        seen: dict[int, bytes] = {}
-        for p, e in entries.items():
-            if e.fid and e.fid in seen:
-                raise IndexCorrupt(f"file id {e.fid} names both {seen[e.fid]!r} and {p!r}")
-            seen[e.fid] = p
-    return paths
+    return dict(Entries(entries).paths)
 
 
 class _Ticker:
@@ -287,8 +280,10 @@ class RootIndex:
     _tantivy_path: str = field(init=False, default="", repr=False)
     index: Index = field(init=False)
     schema: object = field(init=False)
-    entries: dict[bytes, Entry] = field(init=False, default_factory=dict)
-    paths: dict[int, bytes] = field(init=False, default_factory=dict)
+    # one version of each (a new one per commit, never changed in place; swapped together
+    # under ``_lock``): ``paths`` is ``entries.paths``
+    entries: Entries = field(init=False, default_factory=Entries)
+    paths: Layered[int, bytes] = field(init=False, default_factory=Layered)
     next_fid: int = field(init=False, default=1)
     synced_at: float | None = field(init=False, default=None)
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # state swaps
@@ -303,10 +298,12 @@ class RootIndex:
     corrupt: bool = field(init=False, default=False)  # the state broke an invariant
     foreign: bool = field(init=False, default=False)  # its writer indexes another directory
     _writer: Any = field(init=False, default=None)
-    _pending: tuple[dict[bytes, Entry], bool] | None = field(init=False, default=None)
-    _order: tuple[dict[int, bytes], dict[int, int], list[bytes]] | None = field(
+    _order: tuple[Layered[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
     )
+    # the writer's own (under ``_sync_lock``): for one version of ``entries``, how many
+    # entries each directory holds at any depth (built when first asked for)
+    _dirs: tuple[Entries, dict[bytes, int]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         if self.cache is None:
@@ -424,16 +421,18 @@ class RootIndex:
         entries, synced_at = self._read_state(at) or ({}, None)
         self._set_state(entries, synced_at, at)
 
-    def _set_state(self, entries: dict[bytes, Entry], synced_at: float | None, at: Journal) -> None:
+    def _set_state(
+        self, entries: dict[bytes, Entry] | Entries, synced_at: float | None, at: Journal
+    ) -> None:
         try:
-            paths = paths_by_fid(entries)
+            state = entries if isinstance(entries, Entries) else Entries(entries)
         except IndexCorrupt as e:  # (a state written by a bug): rebuilt by the next sync
             log.error("the index state in %s is not valid (%s); it will be rebuilt", self.dir, e)
-            entries, synced_at, paths = {}, None, {}
+            state, synced_at = Entries(), None
             self.corrupt = True
-        self.entries = entries
-        self.paths = paths
-        self.next_fid = max(self.paths, default=0) + 1
+        self.entries = state
+        self.paths = state.paths
+        self.next_fid = state.top_fid + 1
         self.synced_at = synced_at
         self._journal = at
 
@@ -451,14 +450,18 @@ class RootIndex:
         held = self._snapshot_id
         if held is None or _file_id(self.folder.stat(STATE_FILE)) != held:
             return False
-        entries = dict(self.entries)  # (entries are replaced, never changed in place)
-        synced_at = replay(entries, self.synced_at, journal, at)
+        changes: dict[bytes, Entry | None] = {}  # (the records' changes, applied below)
+        synced_at = replay(changes, self.synced_at, journal, at, keep_gone=True)
         if at.foreign:  # (records of another snapshot: not the journal this state follows)
             return False
-        self._set_state(entries, synced_at, at)
+        try:
+            state = self.entries.changed(changes)  # (time of the changes, not of the tree)
+        except IndexCorrupt:
+            return False  # (read whole: judged there)
+        self._set_state(state, synced_at, at)
         return True
 
-    def _save_state(self, entries: dict[bytes, Entry], synced_at: float | None) -> None:
+    def _save_state(self, entries: Mapping[bytes, Entry], synced_at: float | None) -> None:
         """Replace the snapshot (a new generation), then drop the journal it holds."""
         generation = new_generation()
         data = encode_state(entries, synced_at, generation)
@@ -471,7 +474,7 @@ class RootIndex:
 
     def _record(
         self,
-        entries: dict[bytes, Entry],
+        entries: Mapping[bytes, Entry],
         synced_at: float | None,
         changes: list[tuple[bytes, Entry | None]],
     ) -> None:
@@ -544,21 +547,16 @@ class RootIndex:
     @property
     def ready(self) -> bool:
         """Synced in full at least once, and no entry pending. Asked by every indexed grep:
-        the pending count is made once per generation of ``entries`` (a dict that is
-        replaced, never changed in place), not once per query."""
-        entries = self.entries
-        cached = self._pending
-        if cached is None or cached[0] is not entries:
-            cached = self._pending = (entries, any(e.pending for e in entries.values()))
-        return self.synced_at is not None and not cached[1]
+        the pending count is kept with each version of ``entries``."""
+        return self.synced_at is not None and not self.entries.pending
 
     @property
     def size_bytes(self) -> int:
-        return sum(e.size for e in self.entries.values() if e.fid)
+        return self.entries.bytes
 
     @property
     def file_count(self) -> int:
-        return sum(1 for e in self.entries.values() if e.fid)
+        return self.entries.files
 
     def count_below(self, place: bytes) -> tuple[int, int]:
         """(files, bytes of text) of the indexed files below ``place`` (a directory)."""
@@ -625,7 +623,7 @@ class RootIndex:
         old state (ready) with an emptied searcher."""
         writer = self._acquire_writer()
         try:
-            self._save_state({}, None)
+            self._save_state(Entries(), None)
             writer.delete_all_documents()
             writer.commit()
         finally:
@@ -633,7 +631,8 @@ class RootIndex:
                 writer.wait_merging_threads()
         with self._lock:
             self.index.reload()
-            self.entries, self.paths, self.synced_at = {}, {}, None
+            self.entries = Entries()
+            self.paths, self.synced_at = self.entries.paths, None
         self.next_fid = 1
         self.corrupt = False
 
@@ -658,23 +657,25 @@ class RootIndex:
                 self._state_stamp = stamp  # (taken before the read: never newer than it)
         try:
             with self._lock:
-                new = dict(self.entries)  # entries are replaced, never mutated in place
+                base = self.entries  # (a version: never changed in place)
             # ids are never handed out twice, whatever state was loaded meanwhile
-            self.next_fid = max(self.next_fid, max(self.paths, default=0) + 1)
+            self.next_fid = max(self.next_fid, base.top_fid + 1)
             if only is not None:
-                only = _with_files_below(set(only), new)
+                only = set(only)
+                if any(p not in base for p in only):  # (a directory among them, maybe)
+                    only = _with_files_below(only, base, self._dirs_of(base))
             changed: dict[bytes, Entry] = {}
             deleted: list[bytes] = []
-            before = len(new)
+            before = len(base)
             walked: list[bytes] = []  # every file found (a list: cheaper than a set)
             known = 0  # how many of them the index already had
-            files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, new)
-            get, found = new.get, walked.append
+            files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, base)
+            get, found = base.getter(every=only is None), walked.append
             for dirfd, entries in files:
                 tick(len(walked))
                 for name, rel, st in entries:
                     found(rel)
-                    old = get(rel)
+                    old = get(rel) if not changed or rel not in changed else changed[rel]
                     if old is not None:
                         known += 1
                         if old.key == (st.st_size, st.st_mtime_ns, st.st_ino) and not old.pending:
@@ -694,15 +695,13 @@ class RootIndex:
                         stats.added += 1
                     else:
                         stats.updated += 1
-                    entry = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
-                    new[rel] = entry
-                    changed[rel] = entry
+                    changed[rel] = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
             if only is None:  # every entry the walk did not find is gone
-                gone = set() if known == before else set(new).difference(walked)
+                gone = set() if known == before else set(base).difference(walked)
             else:
                 gone = set(only).difference(walked)
             for rel in sorted(gone):
-                old = new.get(rel)
+                old = base.get(rel)
                 if old is None:
                     continue
                 if old.fid:
@@ -717,7 +716,7 @@ class RootIndex:
             synced = time.time() if only is None else self.synced_at
             if not changed and not deleted:
                 if only is None and self.synced_at is None:
-                    self._record(new, synced, [])
+                    self._record(base, synced, [])
                     with self._lock:
                         self.synced_at = synced
                 elif only is None:
@@ -725,27 +724,28 @@ class RootIndex:
                         self.synced_at = synced
             else:
                 # 1) a state naming every document the commit may hold, new ones pending
-                paths_by_fid(new)  # (raises before anything is committed)
-                self._record(new, self.synced_at, list(changed.items()))
+                # (``changed`` raises IndexCorrupt before anything is committed)
+                staged = base.changed(changed)
+                self._record(staged, self.synced_at, list(changed.items()))
+                del staged  # (a build's: as large as the tree)
                 if writer is not None:
                     writer.commit()
                 for entry in changed.values():
                     entry.pending = False
-                for rel in deleted:
-                    new.pop(rel, None)
-                # 2) the committed state
-                paths = paths_by_fid(new)
-                gone: list[tuple[bytes, Entry | None]] = [(rel, None) for rel in deleted]
-                self._record(new, synced, [*changed.items(), *gone])
+                # 2) the committed state: a new version, in time of the changes
+                gone_now: dict[bytes, Entry | None] = dict.fromkeys(deleted)
+                final = base.changed({**changed, **gone_now})
+                self._record(final, synced, [*changed.items(), *gone_now.items()])
                 if writer is not None:  # (kept until the state names the commit: a writer
                     if self._writer is None:  # taking it next starts from that state)
                         writer.wait_merging_threads()  # let other processes write between syncs
                     writer = None
                 with self._lock:
                     self.index.reload()
-                    self.entries = new
-                    self.paths = paths
+                    self.entries = final
+                    self.paths = final.paths
                     self.synced_at = synced
+                self._follow_dirs(base, final, changed, deleted)
         finally:
             if writer is not None:
                 writer.rollback()
@@ -755,23 +755,57 @@ class RootIndex:
         stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         return stats
 
+    def _dirs_of(self, entries: Entries) -> dict[bytes, int]:
+        """How many entries each directory holds at any depth, for this version of the
+        entries (built once, O(entries × depth); then kept up by ``_follow_dirs``)."""
+        held = self._dirs
+        if held is not None and held[0] is entries:
+            return held[1]
+        dirs: dict[bytes, int] = {}
+        for rel in entries:
+            for d in _ancestors(rel):
+                dirs[d] = dirs.get(d, 0) + 1
+        self._dirs = (entries, dirs)
+        return dirs
+
+    def _follow_dirs(
+        self, base: Entries, final: Entries, changed: dict[bytes, Entry], deleted: list[bytes]
+    ) -> None:
+        """Carry the directory counts of ``base`` over to ``final`` (in time of the changes);
+        dropped instead after a change of much of the tree (built again when asked for)."""
+        held = self._dirs
+        self._dirs = None
+        if held is None or held[0] is not base or len(changed) + len(deleted) > FOLD_MIN:
+            return
+        dirs = held[1]
+        for rel, step in [*((r, 1) for r in changed if r not in base), *((r, -1) for r in deleted)]:
+            for d in _ancestors(rel):
+                n = dirs.get(d, 0) + step
+                if n > 0:
+                    dirs[d] = n
+                else:
+                    dirs.pop(d, None)
+        self._dirs = (final, dirs)
+
     def _walk(
         self, fs: Beneath, cancelled: Callable[[], bool] | None
     ) -> Iterable[tuple[int, list[FileEntry]]]:
         """(directory fd, its files with their stats), batch by batch."""
         walker = Walker(fs, b"", WalkOptions(max_file_size=self.max_file_size))
-        for batch in walker.batches():
+        for batch in walker.batches(lent=True):  # (each batch is done before the next)
             with batch:
                 if cancelled is not None and cancelled():
                     return
                 yield batch.fd, batch.files
 
     def _stat_each(
-        self, fs: Beneath, paths: Iterable[bytes], entries: dict[bytes, Entry]
+        self, fs: Beneath, paths: Iterable[bytes], entries: Mapping[bytes, Entry]
     ) -> Iterable[tuple[int, list[FileEntry]]]:
         """(directory fd, files with their stats) for ``paths``, then for every other indexed
         name of the same files (a hard link made or written through one name changes them
-        all, and the watcher only names the one it saw)."""
+        all, and the watcher only names the one it saw). Only a file with more than one
+        name (``st_nlink``) can have another: the entries are looked through for its
+        inode only then."""
         paths = set(paths)
         walked = Walker(fs).listed(paths)  # (what a full walk would not reach is gone)
         inos: set[int] = set()
@@ -783,7 +817,7 @@ class RootIndex:
                 continue
             if confine.stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
                 inos.add(st.st_ino)
-        others = {p for p, e in entries.items() if e.ino in inos and p not in walked}
+        others = inos and {p for p, e in entries.items() if e.ino in inos and p not in walked}
         if others:
             yield from self._stat_batches(fs, Walker(fs).listed(others), set())
 
@@ -797,7 +831,8 @@ class RootIndex:
                     st = confine.stat_regular_at(batch.fd, fe.name)
                     if st is not None and st.st_size <= self.max_file_size:
                         files.append(FileEntry(fe.name, fe.path, st))
-                        inos.add(st.st_ino)
+                        if st.st_nlink > 1:
+                            inos.add(st.st_ino)
                 if files:
                     yield batch.fd, files
 
@@ -1004,12 +1039,14 @@ class RootIndex:
             len(words), 1
         )
         ranked = []
+        path_of = paths.getter()  # (the base dict's own get when no overlay is left)
         for i, ((bm25, addr), f, low) in enumerate(zip(hits, fids, lows, strict=True)):
-            if f not in paths:
+            rel = path_of(f)
+            if rel is None:
                 continue
             tie = float(bm25) / (float(bm25) + 10.0)
             score = cover[i] * top + (LOW_FACTOR if low else 1.0) * (signal[i] + tie)
-            ranked.append((score, paths[f], addr))
+            ranked.append((score, rel, addr))
         return Ranking(self, searcher, q, ranked, words)
 
     # -- symbols -----------------------------------------------------------------------------
@@ -1077,32 +1114,43 @@ class RootIndex:
         found.sort(key=lambda t: t[0])
         return [(rel, sym) for _, rel, sym in found[: max(limit, 0)]]
 
-    def _ordered(self, paths: dict[int, bytes]) -> tuple[dict[int, int], list[bytes]]:
+    def _ordered(self, paths: Layered[int, bytes]) -> tuple[dict[int, int], list[bytes]]:
         """For this generation of ``paths``: each file id's rank in walk order, and every
         indexed path in that order (sorted once per commit, not per query)."""
         cached = self._order
         if cached is not None and cached[0] is paths:
             return cached[1], cached[2]
-        fids = sorted(paths, key=lambda f: order_key(paths[f]))
-        rank = {f: i for i, f in enumerate(fids)}
-        ordered = [paths[f] for f in fids]
+        pairs = sorted(paths.items(), key=lambda fp: order_key(fp[1]))
+        rank = {f: i for i, (f, _) in enumerate(pairs)}
+        ordered = [p for _, p in pairs]
         self._order = (paths, rank, ordered)
         return rank, ordered
 
     def candidates(self, q: Q) -> list[bytes]:
-        """Root-relative paths of indexed files that may match, in walk (path) order."""
+        """Root-relative paths of indexed files that may match, in walk (path) order. A few
+        hits are sorted by their own paths; many, or every file, by the order of every
+        indexed path (made once per version of ``paths``: right after a commit, a selective
+        query does no work over the whole index)."""
         with self._lock:
             searcher = self.index.searcher()
             paths = self.paths
-            rank, ordered = self._ordered(paths)
         if q.op == "all":  # every indexed (text) file: no query needed
-            return ordered
+            return self._ordered(paths)[1]
         if searcher.num_docs == 0:
             return []
         hits = searcher.search(self.tantivy_query(q), limit=searcher.num_docs, count=False).hits
-        fids = [f for f in searcher.fast_field_values("fid", [a for _, a in hits]) if f in rank]
-        fids.sort(key=rank.__getitem__)
-        return [paths[f] for f in fids]
+        fids = searcher.fast_field_values("fid", [a for _, a in hits])
+        cached = self._order
+        if (cached is not None and cached[0] is paths) or len(fids) > len(paths) >> 4:
+            rank = self._ordered(paths)[0]
+            fids = [f for f in fids if f in rank]
+            fids.sort(key=rank.__getitem__)
+            path_of = paths.getter()
+            return [path_of(f) for f in fids]  # type: ignore[misc]
+        get = paths.get
+        found: list[bytes] = [p for f in fids if (p := get(f)) is not None]
+        found.sort(key=order_key)
+        return found
 
 
 @dataclass
@@ -1272,17 +1320,25 @@ class Ranking:
         return out
 
 
-def _with_files_below(paths: set[bytes], entries: dict[bytes, Entry]) -> set[bytes]:
-    """``paths`` plus every indexed file below those of them that are not indexed files (a
-    directory that was moved, deleted or changed: its files must be looked at again), and
-    every other name of an indexed file among them (a hard link changes with it)."""
-    prefixes = tuple(p + b"/" for p in paths if p not in entries)
-    inos = {entries[p].ino for p in paths if p in entries}
-    if prefixes or inos:
-        paths.update(
-            p for p, e in entries.items() if e.ino in inos or (prefixes and p.startswith(prefixes))
-        )
+def _with_files_below(
+    paths: set[bytes], entries: Mapping[bytes, Entry], dirs: dict[bytes, int]
+) -> set[bytes]:
+    """``paths`` plus every indexed file below those of them that are directories holding
+    indexed files (``dirs``: moved, deleted or changed, their files must be looked at
+    again). The entries are looked through only then: a new file or an edited one costs
+    nothing here. (Other names of an edited file: ``RootIndex._stat_each``.)"""
+    prefixes = tuple(p + b"/" for p in paths if p in dirs)
+    if prefixes:
+        paths.update(p for p in entries if p.startswith(prefixes))
     return paths
+
+
+def _ancestors(rel: bytes) -> Iterator[bytes]:
+    """The directories a root-relative path lies in, the root's own excepted."""
+    i = rel.find(b"/")
+    while i >= 0:
+        yield rel[:i]
+        i = rel.find(b"/", i + 1)
 
 
 def _file_id(st: os.stat_result | None) -> tuple[int, int, int] | None:
