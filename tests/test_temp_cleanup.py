@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -22,6 +23,7 @@ from rootgrep.confine import Beneath
 from rootgrep.index.cache import CacheDir, folder_name
 from rootgrep.index.store import RootIndex
 from rootgrep.roots import pin_root
+from rootgrep.service import writes
 from rootgrep.service.writes import sweep_temps
 from support import MARKER, assert_no_marker, checksum
 
@@ -254,3 +256,30 @@ def test_a_cleaner_between_a_writers_open_and_its_lock_never_takes_a_live_temp(
         os.close(dirfd)
     assert (d / "t.txt").read_bytes() == b"payload"
     assert os.listdir(d) == ["t.txt"]
+
+
+def test_the_root_sweep_stops_after_its_cap_of_entries_directories_included(
+    world: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's cap counts every entry looked at, directories too: a root of empty
+    directories alone (no files) would otherwise be walked to its end at the first write,
+    however large it is. With the cap made 50, the root's own temp goes, a temp past 150
+    empty directories stays (the next process's sweep, or a smaller tree, gets it)."""
+    monkeypatch.setattr(writes, "SWEEP_MAX_ENTRIES", 50)
+    root = world / "root"
+    for i in range(150):
+        (root / f"d{i:03}").mkdir()
+    (root / "zz").mkdir()
+    first = root / ".a.txt.rootgrep-0000000000aa.tmp"
+    last = root / "zz" / ".b.txt.rootgrep-0000000000bb.tmp"
+    for p in (first, last):
+        p.write_text("left by a killed write\n")
+    before = checksum(world / "outside")
+    fs = Beneath.pin(str(root))
+    try:
+        assert sweep_temps(fs) == 1
+    finally:
+        fs.close()
+    assert not first.exists()
+    assert last.exists()
+    assert checksum(world / "outside") == before
