@@ -11,8 +11,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import kill_loop  # noqa: E402
 from tantivy import Query  # noqa: E402
+
+import kill_loop  # noqa: E402
 from rootgrep.index.cache import folder_name  # noqa: E402
 from rootgrep.index.store import RootIndex  # noqa: E402
 from rootgrep.roots import pin_root  # noqa: E402

@@ -7,6 +7,7 @@ opened again (``CacheDir.open_index``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,6 +27,7 @@ from rootgrep.roots import pin_root
 from rootgrep.service import writes
 from rootgrep.service.writes import sweep_temps
 from support import MARKER, assert_no_marker, checksum
+from test_race import Swapper
 
 # Writes ``NAME`` in directory DIR through confine._write_temp, one chunk, says "temp" and
 # waits for a line on stdin before the next (EOF: the last), then installs the temp.
@@ -283,3 +285,43 @@ def test_the_root_sweep_stops_after_its_cap_of_entries_directories_included(
     assert not first.exists()
     assert last.exists()
     assert checksum(world / "outside") == before
+
+
+def _dead_temp(directory: Path, name: str) -> None:
+    """A temp-named file left unlocked in ``directory``, if it is a directory right now
+    (never through a link)."""
+    with contextlib.suppress(OSError):
+        dirfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dirfd))
+        finally:
+            os.close(dirfd)
+
+
+def test_a_root_sweep_during_the_symlink_swap_race_removes_nothing_outside(world: Path) -> None:
+    """A directory inside the root exchanged with a symlink to the outside as fast as a
+    thread can, while the root is swept 200 times: the temps in the directory go whichever
+    name it has at that instant, the outside's temp-named file (unlocked, one link: a dead
+    temp by every rule but its place) is never removed, and nothing outside changes."""
+    root = world / "root"
+    outside = world / "outside"
+    inner = root / "inner"
+    inner.mkdir()
+    os.symlink(outside, root / "swap")
+    bait = outside / ".secret.txt.rootgrep-0000000000cc.tmp"
+    bait.write_text(f"{MARKER}\n")
+    before = checksum(outside)
+    removed = 0
+    fs = Beneath.pin(str(root))
+    try:
+        with Swapper(inner, root / "swap") as swapper:
+            for i in range(200):
+                for d in ("inner", "swap"):  # (the directory, under either name now)
+                    _dead_temp(root / d, f".t.rootgrep-{i:012x}.tmp")
+                removed += sweep_temps(fs)
+        assert swapper.swaps > 0
+    finally:
+        fs.close()
+    assert removed > 0
+    assert bait.read_text() == f"{MARKER}\n"
+    assert checksum(outside) == before
