@@ -4,11 +4,14 @@ and the bug its first runs found."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from tantivy import Query  # noqa: E402
 
 import kill_loop  # noqa: E402
 from rootgrep.index.cache import folder_name  # noqa: E402
@@ -73,4 +76,63 @@ def test_a_commit_killed_after_its_delete_file_was_written_does_not_block_the_ne
         finally:
             ix.close()
     finally:
+        r.close()
+
+
+# Syncs the tree 40 times, each time after a change, each sync taking a new writer (and so
+# collecting the files tantivy no longer needs: ``store._new_writer``), then says "done".
+_REWRITER = r"""
+import sys
+from pathlib import Path
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import pin_root
+tree, cache = Path(sys.argv[1]), sys.argv[2]
+r = pin_root(str(tree))
+ix = RootIndex(cache, r.path)
+for i in range(40):
+    (tree / f"w{i % 7}.py").write_text(f"def gamma_{i}(): pass\n" * (i % 5 + 1))
+    ix.sync(r.fs)
+ix.close()
+print("done", flush=True)
+"""
+
+
+def test_a_reader_in_another_process_never_misses_files_while_writers_collect_garbage(
+    tmp_path: Path,
+) -> None:
+    """Every new writer lets tantivy remove the files its last commit does not name. A
+    process reading the same index meanwhile (reloading, searching, reading stored
+    documents) must never find one of its files gone: tantivy's collection and a reader's
+    reload take the index's meta lock (a file lock, across processes), and a file a reader
+    opened stays readable once removed. Here the reader answers for the 50 files no writer
+    touches, again and again, while another process re-takes the writer 40 times."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(50):
+        (tree / f"a{i}.py").write_text(f"def alpha_{i}(): pass\n")
+    cache = tmp_path / "cache"
+    r = pin_root(str(tree))
+    ix = RootIndex(str(cache), r.path)
+    try:
+        ix.sync(r.fs)
+        stable = sorted((f"a{i}.py".encode(), (1,)) for i in range(50))
+        p = subprocess.Popen([sys.executable, "-c", _REWRITER, str(tree), str(cache)],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+        reads = 0
+        try:
+            while p.poll() is None:
+                ix.reload()
+                assert sorted(kill_loop._grep(r.fs, "alpha_", ix)) == stable
+                searcher = ix.index.searcher()
+                for _score, addr in searcher.search(Query.all_query(), 200).hits:
+                    searcher.doc(addr)  # (stored fields: the segment's store file)
+                reads += 1
+        finally:
+            out, _ = p.communicate(timeout=300)  # (a hang guard)
+        assert p.returncode == 0 and out.strip() == "done"
+        assert reads > 0
+        ix.reload()
+        assert sorted(kill_loop._grep(r.fs, "gamma_39", ix)) == [(b"w4.py", (1, 2, 3, 4, 5))]
+    finally:
+        ix.close()
         r.close()

@@ -7,6 +7,7 @@ opened again (``CacheDir.open_index``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -22,8 +24,10 @@ from rootgrep.confine import Beneath
 from rootgrep.index.cache import CacheDir, folder_name
 from rootgrep.index.store import RootIndex
 from rootgrep.roots import pin_root
+from rootgrep.service import writes
 from rootgrep.service.writes import sweep_temps
 from support import MARKER, assert_no_marker, checksum
+from test_race import Swapper
 
 # Writes ``NAME`` in directory DIR through confine._write_temp, one chunk, says "temp" and
 # waits for a line on stdin before the next (EOF: the last), then installs the temp.
@@ -254,3 +258,110 @@ def test_a_cleaner_between_a_writers_open_and_its_lock_never_takes_a_live_temp(
         os.close(dirfd)
     assert (d / "t.txt").read_bytes() == b"payload"
     assert os.listdir(d) == ["t.txt"]
+
+
+def test_the_root_sweep_stops_after_its_cap_of_entries_directories_included(
+    world: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's cap counts every entry looked at, directories too: a root of empty
+    directories alone (no files) would otherwise be walked to its end at the first write,
+    however large it is. With the cap made 50, the root's own temp goes, a temp past 150
+    empty directories stays (the next process's sweep, or a smaller tree, gets it)."""
+    monkeypatch.setattr(writes, "SWEEP_MAX_ENTRIES", 50)
+    root = world / "root"
+    for i in range(150):
+        (root / f"d{i:03}").mkdir()
+    (root / "zz").mkdir()
+    first = root / ".a.txt.rootgrep-0000000000aa.tmp"
+    last = root / "zz" / ".b.txt.rootgrep-0000000000bb.tmp"
+    for p in (first, last):
+        p.write_text("left by a killed write\n")
+    before = checksum(world / "outside")
+    fs = Beneath.pin(str(root))
+    try:
+        assert sweep_temps(fs) == 1
+    finally:
+        fs.close()
+    assert not first.exists()
+    assert last.exists()
+    assert checksum(world / "outside") == before
+
+
+def _dead_temp(directory: Path, name: str) -> None:
+    """A temp-named file left unlocked in ``directory``, if it is a directory right now
+    (never through a link)."""
+    with contextlib.suppress(OSError):
+        dirfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dirfd))
+        finally:
+            os.close(dirfd)
+
+
+def test_a_root_sweep_during_the_symlink_swap_race_removes_nothing_outside(world: Path) -> None:
+    """A directory inside the root exchanged with a symlink to the outside as fast as a
+    thread can, while the root is swept 200 times: the temps in the directory go whichever
+    name it has at that instant, the outside's temp-named file (unlocked, one link: a dead
+    temp by every rule but its place) is never removed, and nothing outside changes."""
+    root = world / "root"
+    outside = world / "outside"
+    inner = root / "inner"
+    inner.mkdir()
+    os.symlink(outside, root / "swap")
+    bait = outside / ".secret.txt.rootgrep-0000000000cc.tmp"
+    bait.write_text(f"{MARKER}\n")
+    before = checksum(outside)
+    removed = 0
+    fs = Beneath.pin(str(root))
+    try:
+        with Swapper(inner, root / "swap") as swapper:
+            for i in range(200):
+                for d in ("inner", "swap"):  # (the directory, under either name now)
+                    _dead_temp(root / d, f".t.rootgrep-{i:012x}.tmp")
+                removed += sweep_temps(fs)
+        assert swapper.swaps > 0
+    finally:
+        fs.close()
+    assert removed > 0
+    assert bait.read_text() == f"{MARKER}\n"
+    assert checksum(outside) == before
+
+
+# 1000 atomic writes over three files of directory DIR (the confine path every write takes);
+# prints each failure, then "errors N".
+_REWRITES = r"""
+import sys
+from rootgrep.confine import Beneath
+fs = Beneath.pin(sys.argv[1])
+errors = 0
+for i in range(1000):
+    try:
+        fs.atomic_write([b"t%d.txt" % (i % 3)], b"v%d" % i)
+    except Exception as e:
+        errors += 1
+        print("failed:", repr(e), flush=True)
+print("errors", errors, flush=True)
+"""
+
+
+def test_a_cleaner_sweeping_nonstop_beside_another_process_writing_never_fails_a_write(
+    tmp_path: Path,
+) -> None:
+    """Another process writes 1000 times while this one sweeps the directory without pause
+    (a cleaner can take a temp in the instant between its creation and its writer's lock):
+    every write lands, and only the three targets are left."""
+    d = tmp_path / "d"
+    d.mkdir()
+    p = subprocess.Popen([sys.executable, "-c", _REWRITES, str(d)],
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+    dirfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        while p.poll() is None:
+            names = [e.name for e in confine.scan_fd(dirfd) if e.kind == "file"]
+            confine.remove_dead_temps(dirfd, names, 1000)
+    finally:
+        os.close(dirfd)
+        out, _ = p.communicate(timeout=300)  # (a hang guard)
+    assert out.strip() == "errors 0", out
+    assert sorted(os.listdir(d)) == ["t0.txt", "t1.txt", "t2.txt"]
+    assert [(d / f"t{i}.txt").read_bytes() for i in range(3)] == [b"v999", b"v997", b"v998"]

@@ -38,8 +38,9 @@ from .base import (
 log = logging.getLogger("rootgrep.writes")
 # A root's temps left by writes killed mid-way (``confine.remove_dead_temp``) are removed
 # before the first write this process makes in that root: one walk of the root with hidden
-# and ignored names shown, at most this many files looked at and this many temps removed.
-SWEEP_MAX_FILES = 100_000
+# and ignored names shown, at most this many entries looked at (files and directories: a
+# tree of empty directories costs as much to walk) and this many temps removed.
+SWEEP_MAX_ENTRIES = 100_000
 SWEEP_MAX_REMOVED = 1_000
 _swept: set[tuple[int, int]] = set()  # (device, inode) of the roots swept by this process
 _swept_lock = threading.Lock()
@@ -52,13 +53,16 @@ def sweep_temps(fs: Beneath) -> int:
     the audit log are never listed. How many were removed."""
     removed = examined = 0
     walker = Walker(fs, b"", WalkOptions(hidden=True, no_ignore=True))
-    for batch in walker.batches():
-        with batch:
-            names = [f.name for f in batch.files]
-            examined += len(names)
-            removed += confine.remove_dead_temps(batch.fd, names, SWEEP_MAX_REMOVED - removed)
-        if examined >= SWEEP_MAX_FILES or removed >= SWEEP_MAX_REMOVED:
+    for _rel, dirfd in walker.directories():  # (the walker's fd: valid for this step)
+        if examined >= SWEEP_MAX_ENTRIES or removed >= SWEEP_MAX_REMOVED:
             break
+        try:
+            listing = confine.scan_fd(dirfd)
+        except OSError:
+            continue  # (gone meanwhile)
+        examined += 1 + len(listing)
+        names = [e.name for e in listing if e.kind == "file"]
+        removed += confine.remove_dead_temps(dirfd, names, SWEEP_MAX_REMOVED - removed)
     if removed:
         log.info("removed %d temp files that killed writes left in %r", removed, fs.path)
     return removed
