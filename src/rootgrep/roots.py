@@ -94,6 +94,10 @@ class Root:
     extra_aliases: tuple[bytes, ...] = ()
     # a client root inside an operator root: that root and the components leading to it
     anchor: tuple[Root, list[bytes]] | None = field(default=None, repr=False)
+    # a client root: the URI as the client sent it (an error naming the root shows this,
+    # never ``uri``: the canonical path of a root announced through a link that leads out
+    # of the operator's roots would reveal where the link leads)
+    announced: str | None = None
 
     @property
     def aliases(self) -> tuple[bytes, ...]:
@@ -180,9 +184,11 @@ def accept_client_root(
     if any(c in (b".", b"..") for c in raw.split(b"/")):
         raise InvalidUri("a root URI may not contain '.' or '..' segments")
     try:
-        return pin_root(raw, name=name, source="client", symlinks=symlinks, use_openat2=use_openat2)
+        r = pin_root(raw, name=name, source="client", symlinks=symlinks, use_openat2=use_openat2)
     except RootgrepError as e:
         raise InvalidUri(f"root {uri[:200]!r} is not usable: {e.message}") from None
+    r.announced = uri
+    return r
 
 
 def effective_roots(client: Sequence[Root] | None, operator: Sequence[Root]) -> list[Root]:

@@ -384,7 +384,9 @@ class RootgrepServer(MCPServer):
         elif not announced:
             told = "the client announced no usable roots"
         else:
-            told = "the client announced " + listed([r.uri for r in announced], "not shown")
+            told = "the client announced " + listed(
+                [(r.announced or r.uri)[:200] for r in announced], "not shown"
+            )  # (as the client spelled them: the canonical path may lie outside every root)
         hint = (
             "announce a root inside one of the operator's roots, or ask the operator to "
             "serve yours (rootgrep serve --root DIR)"
