@@ -53,6 +53,18 @@ kill-loop: install
 	@mkdir -p .benchmarks
 	$(BIN)/python benchmarks/kill_loop.py --json .benchmarks/kill_loop.json $(ARGS)
 
+# 64 concurrent HTTP sessions x 100 mixed calls, twice, against one `rootgrep serve`: errors,
+# p50/p99 latency, the server's RSS and fds (a few minutes on 2 cores; ARGS passes options,
+# e.g. `make soak ARGS="--sessions 16 --rounds 3"`)
+.PHONY: soak fuzz
+soak: install
+	$(BIN)/python benchmarks/soak.py $(ARGS)
+
+# tests/test_generated.py at benchmark length (over 100k examples; prints counts and times)
+fuzz: install
+	ROOTGREP_FUZZ=1 $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout=3600 \
+		tests/test_generated.py $(ARGS)
+
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks

@@ -964,3 +964,29 @@ def test_parsing_many_files_keeps_a_bounded_amount_alive() -> None:
     finally:
         tracemalloc.stop()
     assert held < 100_000, held  # (a view per parse would be about 1 MB)
+
+
+def test_parsing_in_short_lived_threads_keeps_a_bounded_amount_alive() -> None:
+    """A server's worker threads come and go; what tree-sitter keeps of a parse (the buffer
+    it read from and its views) must not be one set per thread that ever parsed: 60
+    threads, each parsing once and ending, hold no more than the few parses running at
+    once (was a 64 KiB buffer and its views per thread, about 4 MB here)."""
+    data = b"def f(x):\n    return x\n" * 2_000  # (several chunks: views of two lengths)
+
+    def parse_once() -> None:
+        assert symbols.extract(b"m.py", data)
+
+    parse_once()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for _ in range(60):
+            t = threading.Thread(target=parse_once)
+            t.start()
+            t.join()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+    assert held < 500_000, held

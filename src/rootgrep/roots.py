@@ -109,6 +109,7 @@ class Root:
         extra_aliases: tuple[bytes, ...] = (),
         anchor: tuple[Root, list[bytes]] | None = None,
         lookup_only: bool = False,
+        announced: str | None = None,
     ) -> None:
         self.id = id
         self.name = name
@@ -122,6 +123,10 @@ class Root:
         # a client root its reader may not open (only look up, see pin_root): it can only
         # hold operator roots, and is never served itself
         self.lookup_only = lookup_only
+        # a client root: the URI as the client sent it (an error naming the root shows this,
+        # never ``uri``: the canonical path of a root announced through a link that leads
+        # out of the operator's roots would reveal where the link leads)
+        self.announced = announced
 
     def __repr__(self) -> str:
         return (
@@ -225,9 +230,11 @@ def accept_client_root(
     if any(c in (b".", b"..") for c in raw.split(b"/")):
         raise InvalidUri("a root URI may not contain '.' or '..' segments")
     try:
-        return pin_root(raw, name=name, source="client", symlinks=symlinks, use_openat2=use_openat2)
+        r = pin_root(raw, name=name, source="client", symlinks=symlinks, use_openat2=use_openat2)
     except RootgrepError as e:
         raise InvalidUri(f"root {uri[:200]!r} is not usable: {e.message}") from None
+    r.announced = uri
+    return r
 
 
 def effective_roots(client: Sequence[Root] | None, operator: Sequence[Root]) -> list[Root]:

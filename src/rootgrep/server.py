@@ -55,7 +55,7 @@ from .confine import _error as confine_error
 from .errors import NoRoots, RootgrepError, RootRemoved
 from .roots import Root, listed
 from .service import Service, Token
-from .sessions import ClientRoots, RawRoots, accept_raw_roots, scope
+from .sessions import REFRESH_WAIT_SECONDS, ClientRoots, RawRoots, accept_raw_roots, scope
 from .tools import INSTRUCTIONS, TOOLS, Call, Out, ToolSpec, invalid_argument_message
 
 SPECS = {spec.name: spec for spec in TOOLS}
@@ -66,6 +66,11 @@ M = TypeVar("M")
 STATE_KEY = "rootgrep.client_roots"
 ROOTS_ATTEMPTS = 3
 ROOTS_TIMEOUT = 2.0
+# roots/list on a call's own response stream cannot be lost, so running out of time there
+# means only a slow answer (a loaded server or client): it is waited for as long as a call
+# waits for a refresh, not taken for lost after ROOTS_TIMEOUT (which failed first calls
+# with [no_roots] under load)
+ROOTS_ON_REQUEST_TIMEOUT = REFRESH_WAIT_SECONDS
 NOTIFY_TIMEOUT = 2.0  # a build's log notification to a client that does not read is dropped
 # ---- roots, per era ----------------------------------------------------------------------------
 
@@ -114,11 +119,11 @@ async def fetch_raw_roots(conn: Any) -> RawRoots:
 async def fetch_raw_roots_on_request(session: Any) -> RawRoots:
     """``roots/list`` on the stream of the request being handled (over streamable HTTP: the
     POST's own response stream, which is open, so the request cannot be lost). One bounded
-    attempt. The SDK's ``ListRoots`` resolver does the same in the handshake era; rootgrep
-    sends it raw to keep the answer unnormalised."""
+    attempt, bounded by ``ROOTS_ON_REQUEST_TIMEOUT``. The SDK's ``ListRoots`` resolver does the
+    same in the handshake era; rootgrep sends it raw to keep the answer unnormalised."""
     outbound = session._request_outbound  # private in mcp 2.3; no public raw equivalent
     return _raw_roots_of(
-        await outbound.send_raw_request("roots/list", None, {"timeout": ROOTS_TIMEOUT})
+        await outbound.send_raw_request("roots/list", None, {"timeout": ROOTS_ON_REQUEST_TIMEOUT})
     )
 
 
@@ -382,7 +387,9 @@ class RootgrepServer(MCPServer):
         elif not announced:
             told = "the client announced no usable roots"
         else:
-            told = "the client announced " + listed([r.uri for r in announced], "not shown")
+            told = "the client announced " + listed(
+                [(r.announced or r.uri)[:200] for r in announced], "not shown"
+            )  # (as the client spelled them: the canonical path may lie outside every root)
         hint = (
             "announce a root inside one of the operator's roots, or ask the operator to "
             "serve yours (rootgrep serve --root DIR)"

@@ -85,6 +85,7 @@ def accept_raw_roots(
         old = by_path.get(r.path)
         if old is not None and old.name == r.name and not old.fs.retired and _same_dir(old, r):
             r.close()
+            old.announced = uri  # (as spelled now)
             r = old
         if any(a.path == r.path for a in accepted):
             if r is not old:
@@ -252,6 +253,7 @@ class ClientRoots:
             old = current.get(r.path)
             if old is not None and old is not r and old.name == r.name and _same_dir(old, r):
                 r.close()
+                old.announced = r.announced
                 r = old
             merged.append(r)
         new = merged

@@ -173,41 +173,65 @@ def _grammar(language: str) -> object:
 
 _languages: dict[str, tree_sitter.Language] = {}
 _languages_lock = threading.Lock()
-_local = threading.local()
-
-
-def _parser(language: str) -> tree_sitter.Parser:
-    parsers: dict[str, tree_sitter.Parser] | None = getattr(_local, "parsers", None)
-    if parsers is None:
-        parsers = _local.parsers = {}
-    parser = parsers.get(language)
-    if parser is None:
-        with _languages_lock:
-            lang = _languages.get(language)
-            if lang is None:
-                lang = _languages[language] = tree_sitter.Language(_grammar(language))
-        parser = parsers[language] = tree_sitter.Parser(lang)
-    return parser
-
-
 _CHUNK = 65536
 
 
+class _Slot:
+    """What one parse uses: a parser per language and the buffer tree-sitter reads from.
+
+    tree-sitter 0.26 never releases what the read callable returns: every chunk handed to it
+    would stay alive for the life of the process (memoryview slices would keep the whole
+    file alive). So each chunk is copied into the slot's buffer, and what is handed over is
+    a view of that buffer, made once per length and handed out again: what stays behind is
+    at most one small view per length and the buffer, whatever the number of parses.
+
+    Slots are pooled, not kept per thread: what tree-sitter keeps of a slot is never freed,
+    so a slot per thread leaked a buffer and its views for every worker thread that ever
+    parsed (a server's worker threads come and go: about 60 KiB per thread, for ever). The
+    pool holds as many slots as parses ever ran at once."""
+
+    def __init__(self) -> None:
+        self.parsers: dict[str, tree_sitter.Parser] = {}
+        self.buf = bytearray(_CHUNK)
+        self.views: dict[int, memoryview] = {_CHUNK: memoryview(self.buf)}
+
+    def parser(self, language: str) -> tree_sitter.Parser:
+        parser = self.parsers.get(language)
+        if parser is None:
+            with _languages_lock:
+                lang = _languages.get(language)
+                if lang is None:
+                    lang = _languages[language] = tree_sitter.Language(_grammar(language))
+            parser = self.parsers[language] = tree_sitter.Parser(lang)
+        return parser
+
+
+_free_slots: list[_Slot] = []
+_slots_lock = threading.Lock()
+_slots_made = 0  # (the pool's size: tests read it)
+
+
+def _take_slot() -> _Slot:
+    global _slots_made
+    with _slots_lock:
+        if _free_slots:
+            return _free_slots.pop()
+        _slots_made += 1
+    return _Slot()
+
+
 def _parse(language: str, data: bytes) -> tree_sitter.Tree | None:
-    parser = _parser(language)
-    # tree-sitter 0.26 never releases what the read callable returns (nor the callable):
-    # every chunk handed to it would stay alive for the life of the process (memoryview
-    # slices would keep the whole file alive). So each chunk is copied into one buffer per
-    # thread, and what is handed over is a view of that buffer: what stays behind is a
-    # small view object per chunk, never a file's bytes.
-    # (and the views are made once per length and handed out again, so that what stays
-    # behind is bounded too: at most one view per length, whatever the number of parses)
-    buf: bytearray | None = getattr(_local, "buf", None)
-    if buf is None:
-        buf = _local.buf = bytearray(_CHUNK)
-        whole = memoryview(buf)
-        _local.views = {_CHUNK: whole}
-    views: dict[int, memoryview] = _local.views
+    slot = _take_slot()
+    try:
+        return _parse_with(slot, language, data)
+    finally:
+        with _slots_lock:
+            _free_slots.append(slot)
+
+
+def _parse_with(slot: _Slot, language: str, data: bytes) -> tree_sitter.Tree | None:
+    parser = slot.parser(language)
+    buf, views = slot.buf, slot.views
     deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
 
     def read(offset: int, _point: object) -> memoryview:
