@@ -78,10 +78,10 @@ SCHEMA_VERSION = 8  # 2: trigrams keep their case; 3: binary state; 4: bound to 
 # 8: ``content`` cut by the simple tokenizer over ``word_text`` (``_`` stored as ``WORD_JOIN``)
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
-# one indexing thread: on F it made one segment instead of four (0.32× the text instead of
-# 0.36×, no merge) for 10% less CPU than two, and the Python thread (tree-sitter holds the
-# GIL) keeps the other core busy anyway
-WRITER_THREADS = 1
+# two indexing threads: one made one segment of F instead of four (0.32× the text, not
+# 0.35×) with about 10% less CPU, but wrote it in the final commit, alone: 34.3 s wall on a
+# quiet machine, where two took 25.9 s (schema 7)
+WRITER_THREADS = 2
 SYNC_STARTS = 4  # a sync starts again at most this often while other processes write
 TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kept (see plan.py)
 _WORD_RE = r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+"  # a word of the ``code`` tokenizer
