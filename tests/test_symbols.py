@@ -990,3 +990,63 @@ def test_parsing_in_short_lived_threads_keeps_a_bounded_amount_alive() -> None:
     finally:
         tracemalloc.stop()
     assert held < 500_000, held
+
+
+NESTED_PY = """\
+def outer():
+    x = 1
+    if x:
+        def inner():
+            pass
+    try:
+        class InTry:
+            y = 2
+    finally:
+        pass
+    with x:
+        @wrap
+        async def in_with():
+            s = "a string"
+    return x
+
+
+def tabbed():
+    if True:
+        def\tby_tab():
+            pass
+    class\tInTab:
+        pass
+
+
+def flat():
+    s = "no nested definition here"
+    return s
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [(c.values[0], c.values[1]) for c in CASES] + [("nested.py", NESTED_PY)],  # type: ignore[attr-defined]
+)
+def test_without_signatures_the_same_symbols(path: str, source: str) -> None:
+    """What the index extracts (no signatures; in a Python function only bodies whose bytes
+    hold ``def`` or ``class`` walked) is what a live parse finds, signatures aside."""
+    import dataclasses
+
+    data = source.encode()
+    full = extract(path.encode(), data)
+    assert full is not None
+    assert extract(path.encode(), data, signatures=False) == [
+        dataclasses.replace(s, signature="") for s in full
+    ]
+    if path == "nested.py":
+        assert [(s.name, s.kind, s.container) for s in full] == [
+            ("outer", "function", None),
+            ("inner", "function", "outer"),
+            ("InTry", "class", "outer"),
+            ("in_with", "function", "outer"),
+            ("tabbed", "function", None),
+            ("by_tab", "function", "tabbed"),
+            ("InTab", "class", "tabbed"),
+            ("flat", "function", None),
+        ]

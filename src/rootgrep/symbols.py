@@ -264,9 +264,11 @@ def line_signature(raw: bytes) -> str:
     return raw.decode("utf-8", "replace").strip()[:MAX_SIGNATURE]
 
 
-def extract(path: bytes, data: bytes) -> list[Symbol] | None:
+def extract(path: bytes, data: bytes, *, signatures: bool = True) -> list[Symbol] | None:
     """The definitions in `data` (the bytes of the file at `path`), in source order; None when
-    the path's language is not supported, [] when the file is over a cap (module docstring)."""
+    the path's language is not supported, [] when the file is over a cap (module docstring).
+    Without `signatures`, each symbol's signature is "" (the index stores none: it reads them
+    from the file when it shows one), and finding them costs nothing."""
     language = language_of(path)
     if language is None:
         return None
@@ -277,7 +279,7 @@ def extract(path: bytes, data: bytes) -> list[Symbol] | None:
     tree = _parse(language, data)
     if tree is None:
         return []
-    walk = _Walk(data, _LANGUAGES[language])
+    walk = _Walk(data, _LANGUAGES[language], signatures=signatures)
     with contextlib.suppress(_Full):
         walk.children(tree.root_node, _Ctx(None, "module", 0))
     walk.out.sort(key=lambda s: s.line)  # stable: a definition stays before what it holds
@@ -332,12 +334,15 @@ _UPPER = re.compile(r"_*[A-Z][A-Z0-9_]*\Z")
 
 
 class _Walk:
-    __slots__ = ("data", "handlers", "out")
+    __slots__ = ("data", "handlers", "out", "signatures")
 
-    def __init__(self, data: bytes, handlers: dict[str, _Handler]) -> None:
+    def __init__(
+        self, data: bytes, handlers: dict[str, _Handler], *, signatures: bool = True
+    ) -> None:
         self.data = data
         self.handlers = handlers
         self.out: list[Symbol] = []
+        self.signatures = signatures
 
     def children(self, node: tree_sitter.Node, ctx: _Ctx) -> None:
         if ctx.depth > MAX_DEPTH:
@@ -360,16 +365,7 @@ class _Walk:
     def emit(self, name: str, kind: str, node: tree_sitter.Node, container: str | None) -> None:
         if len(self.out) >= MAX_SYMBOLS:
             raise _Full
-        data = self.data
-        # the whole first line (`export function f() {`), within a bounded look either side
-        start = node.start_byte
-        line_start = data.rfind(b"\n", max(0, start - SIGNATURE_LOOK), start) + 1
-        if line_start == 0 and start > SIGNATURE_LOOK:
-            line_start = start
-        stop = data.find(b"\n", start, start + SIGNATURE_LOOK)
-        if stop < 0:
-            stop = min(max(node.end_byte, start + 1), start + SIGNATURE_LOOK)
-        signature = line_signature(data[line_start:stop])
+        signature = self.signature(node) if self.signatures else ""
         first = node.start_point.row
         end = node.end_point
         # a node ending at a line's start (a `#define` holds its newline) ends on the line before
@@ -384,6 +380,18 @@ class _Walk:
                 signature=signature,
             )
         )
+
+    def signature(self, node: tree_sitter.Node) -> str:
+        data = self.data
+        # the whole first line (`export function f() {`), within a bounded look either side
+        start = node.start_byte
+        line_start = data.rfind(b"\n", max(0, start - SIGNATURE_LOOK), start) + 1
+        if line_start == 0 and start > SIGNATURE_LOOK:
+            line_start = start
+        stop = data.find(b"\n", start, start + SIGNATURE_LOOK)
+        if stop < 0:
+            stop = min(max(node.end_byte, start + 1), start + SIGNATURE_LOOK)
+        return line_signature(data[line_start:stop])
 
     def named(self, node: tree_sitter.Node, field_name: str = "name") -> str | None:
         n = node.child_by_field_name(field_name)
@@ -415,7 +423,15 @@ def _py_function(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
     if name is None:
         return
     w.emit(name, "method" if ctx.scope == "class" else "function", node, ctx.container)
-    w.body(node, ctx.into(name, "function"))
+    body = node.child_by_field_name("body")
+    # in a function's body only a `def` or a `class` defines (no assignment does): a body
+    # whose bytes hold neither word is not walked (most are not: the walk is what costs)
+    if body is not None and _py_may_define(w.data, body.start_byte, body.end_byte):
+        w.children(body, ctx.into(name, "function"))
+
+
+def _py_may_define(data: bytes, start: int, end: int) -> bool:
+    return data.find(b"def", start, end) >= 0 or data.find(b"class", start, end) >= 0
 
 
 def _py_decorated(w: _Walk, node: tree_sitter.Node, ctx: _Ctx) -> None:
