@@ -629,12 +629,13 @@ def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
 
 
 def read_searchable_into(
-    dirfd: int, name: bytes, max_file_size: int, buf: bytearray
+    dirfd: int, name: bytes, max_file_size: int, buf: bytearray | None
 ) -> memoryview | bytes | None:
-    """``read_searchable_at``'s answer, read into ``buf`` when the file fits in it (a view of
-    ``buf``, valid until its next use), else as bytes of its own. For files read only to be
-    tested (an index's candidates, most of which do not match): a fresh buffer for each
-    file cost more than the read (the memory is mapped, faulted in and unmapped again)."""
+    """``read_searchable_at``'s answer, read into ``buf`` when one is given and the file fits
+    in it (a view of ``buf``, valid until its next use), else as bytes of its own. For files
+    read only to be tested (an index's candidates, most of which do not match): a fresh
+    buffer for each file cost more than the read (the memory is mapped, faulted in and
+    unmapped again)."""
     try:
         fd, st = open_file_at(dirfd, name)
     except (OSError, RootgrepError):
@@ -643,7 +644,7 @@ def read_searchable_into(
         size = st.st_size
         if size > max_file_size:
             return None
-        if size >= len(buf):  # (one byte of room: a file that grew is read the usual way)
+        if buf is None or size >= len(buf):  # (one byte of room: a grown file is read anew)
             return _searchable(fd, size, max_file_size)
         if size > BINARY_SNIFF_BYTES and b"\0" in os.pread(fd, BINARY_SNIFF_BYTES, 0):
             return None
@@ -677,19 +678,9 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
     A large file's first 8 KiB are read alone (``pread``: the file is then read whole from
     its start, into one buffer, not joined from two), so a binary file is never read in
     full."""
-    try:
-        fd, st = open_file_at(dirfd, name)
-    except (OSError, RootgrepError):
-        return None
-    try:
-        size = st.st_size
-        if size > max_file_size:
-            return None
-        return _searchable(fd, size, max_file_size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    got = read_searchable_into(dirfd, name, max_file_size, None)
+    assert not isinstance(got, memoryview)  # (no buffer given: bytes of its own)
+    return got
 
 
 # ---- change notification on a confined directory fd ------------------------------------------

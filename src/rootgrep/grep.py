@@ -589,16 +589,15 @@ class _Chunk:
         self.texts = texts
 
 
-def _read_chunks(
+def _read_each(
     batches: Iterable[DirBatch],
-    max_file_size: int,
     stats: GrepStats,
     cancelled: Callable[[], bool] | None,
-    chunk_bytes: int,
-) -> Iterator[_Chunk]:
-    paths: list[bytes] = []
-    texts: list[bytes] = []
-    size = 0
+    read: Callable[[int, bytes], bytes | memoryview | None],
+) -> Iterator[tuple[bytes, bytes | memoryview]]:
+    """``(path, text)`` of each file of ``batches`` that ``read(dirfd, name)`` gives (a
+    searchable file's bytes), in order, without a UTF-8 BOM (``text_of``, on a view too),
+    each counted in ``stats.files_searched``; stops (``stats.stopped``) once ``cancelled``."""
     for batch in batches:
         if cancelled is not None and cancelled():
             batch.close()
@@ -609,14 +608,31 @@ def _read_chunks(
                 if cancelled is not None and cancelled():
                     stats.stopped = True
                     return
-                data = confine.read_searchable_at(batch.fd, fe.name, max_file_size)
-                if data is None:
+                got = read(batch.fd, fe.name)
+                if got is None:
                     continue
                 stats.files_searched += 1
-                text = text_of(data)
-                paths.append(fe.path)
-                texts.append(text)
-                size += len(text)
+                yield fe.path, (got[3:] if got[:3] == UTF8_BOM else got)
+
+
+def _read_chunks(
+    batches: Iterable[DirBatch],
+    max_file_size: int,
+    stats: GrepStats,
+    cancelled: Callable[[], bool] | None,
+    chunk_bytes: int,
+) -> Iterator[_Chunk]:
+    paths: list[bytes] = []
+    texts: list[bytes] = []
+    size = 0
+
+    def read(dirfd: int, name: bytes) -> bytes | None:
+        return confine.read_searchable_at(dirfd, name, max_file_size)
+
+    for path, text in _read_each(batches, stats, cancelled, read):
+        paths.append(path)
+        texts.append(text)  # type: ignore[arg-type]  # (bytes: read_searchable_at's)
+        size += len(text)
         if size >= chunk_bytes:
             yield _Chunk(paths, texts)
             paths, texts, size = [], [], 0
@@ -650,23 +666,13 @@ def _candidate_texts(
     thread's reused buffer and tested there with one RE2 scan (``Matcher.may_match``); only
     a file that passes is copied out, to be searched."""
     buf = _read_buffer()
-    for batch in batches:
-        if cancelled is not None and cancelled():
-            batch.close()
-            stats.stopped = True
-            return
-        with batch:
-            for fe in batch.files:
-                if cancelled is not None and cancelled():
-                    stats.stopped = True
-                    return
-                got = confine.read_searchable_into(batch.fd, fe.name, max_file_size, buf)
-                if got is None:
-                    continue
-                stats.files_searched += 1
-                text = got[3:] if got[:3] == UTF8_BOM else got  # (text_of, on a view too)
-                if m.may_match(text):
-                    yield fe.path, bytes(text)
+
+    def read(dirfd: int, name: bytes) -> bytes | memoryview | None:
+        return confine.read_searchable_into(dirfd, name, max_file_size, buf)
+
+    for path, text in _read_each(batches, stats, cancelled, read):
+        if m.may_match(text):  # type: ignore[arg-type]
+            yield path, bytes(text)
 
 
 def search_chunk(
