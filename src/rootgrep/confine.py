@@ -17,6 +17,7 @@ import ctypes
 import errno
 import fcntl
 import itertools
+import mmap
 import os
 import re
 import stat as stat_mod
@@ -629,7 +630,7 @@ def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
 
 
 def read_searchable_into(
-    dirfd: int, name: bytes, max_file_size: int, buf: bytearray | None
+    dirfd: int, name: bytes, max_file_size: int, buf: bytearray | mmap.mmap | None
 ) -> memoryview | bytes | None:
     """``read_searchable_at``'s answer, read into ``buf`` when one is given and the file fits
     in it (a view of ``buf``, valid until its next use), else as bytes of its own. For files

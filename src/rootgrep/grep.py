@@ -12,6 +12,7 @@ from __future__ import annotations
 import _thread
 import bisect
 import collections
+import mmap
 import operator
 import re as _re
 from collections.abc import Callable, Iterable, Iterator
@@ -644,12 +645,13 @@ REUSED_READ_BYTES = 4 << 20  # each searching thread keeps one read buffer of th
 _buffers = _thread._local()  # (not ``threading``: the CLI's start-up does not import it)
 
 
-def _read_buffer() -> bytearray:
+def _read_buffer() -> mmap.mmap:
     """This thread's buffer for candidate files (``REUSED_READ_BYTES``; a larger file is
-    read into bytes of its own)."""
+    read into bytes of its own): anonymous memory, whose pages the kernel gives as reads
+    first touch them (a bytearray's 4 MiB were zeroed first: 2 ms of a CLI grep)."""
     buf = getattr(_buffers, "buf", None)
     if buf is None:
-        buf = _buffers.buf = bytearray(REUSED_READ_BYTES)
+        buf = _buffers.buf = mmap.mmap(-1, REUSED_READ_BYTES)
     return buf
 
 
