@@ -53,6 +53,7 @@ from pydantic import ValidationError
 from . import __version__
 from .confine import _error as confine_error
 from .errors import NoRoots, RootgrepError, RootRemoved
+from .memory import IdleTrim, idle_trimmer
 from .roots import Root, listed
 from .service import Service, Token
 from .sessions import REFRESH_WAIT_SECONDS, ClientRoots, RawRoots, accept_raw_roots, scope
@@ -262,6 +263,7 @@ class RootgrepServer(MCPServer):
         self.service = service
         self.limiter = anyio.CapacityLimiter(WORKERS)
         self._shares: dict[str, anyio.CapacityLimiter] = {}  # 2026-07-28 calls, by address
+        self.idle_trim: IdleTrim | None = None  # (set by serve_stdio / serve_http)
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
@@ -282,6 +284,9 @@ class RootgrepServer(MCPServer):
                 f"[invalid_argument] {name[:100]}: `{bad}` is not valid text (it holds a lone "
                 "surrogate); send it as UTF-8 text"
             )
+        trim = self.idle_trim
+        if trim is not None:
+            trim.begin()
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
@@ -292,6 +297,9 @@ class RootgrepServer(MCPServer):
                 known = ", ".join(s.name for s in TOOLS if self._listed(s))
                 return _error(f"[invalid_argument] there is no tool {name[:100]!r}; tools: {known}")
             raise
+        finally:
+            if trim is not None:
+                trim.end()
 
     def _listed(self, spec: ToolSpec[Any, Any]) -> bool:
         return self.service.settings.allow_write or not spec.write
@@ -871,7 +879,26 @@ def http_app(
     app = mcp.streamable_http_app(
         host=host, transport_security=transport_security(list(allowed_hosts))
     )
+    if mcp.idle_trim is not None:
+        app = Touching(app, mcp.idle_trim)
     return BearerAuth(app, token) if token else app
+
+
+class Touching:
+    """ASGI middleware: each HTTP request that ends (a session's stream closed, its
+    ``DELETE``) is activity for the idle trim, which then runs after it (what the session
+    kept is freed as it closes)."""
+
+    def __init__(self, app: Any, trim: IdleTrim) -> None:
+        self.app = app
+        self.trim = trim
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http":
+                self.trim.touch()
 
 
 FULL_GC_THAWED_EVERY = 16  # one full collection in this many also looks at the frozen objects
@@ -913,6 +940,7 @@ _gc_tuned: list[bool] = []
 
 def serve_stdio(mcp: RootgrepServer) -> None:
     tune_gc()
+    mcp.idle_trim = idle_trimmer()
     mcp.run("stdio")
 
 
@@ -932,6 +960,7 @@ def serve_http(
     import uvicorn
 
     tune_gc()
+    mcp.idle_trim = idle_trimmer()
     app = http_app(mcp, host=host, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     config.load()  # (imports the protocol classes uvicorn picks at run time)
