@@ -36,10 +36,11 @@ baseline or 30 s passed; RSS ``--settle`` seconds later, 3 by default: the serve
 freed memory back to the system after 1 s idle, memory.py). ``--smaps`` also shows where
 RSS is (``/proc/<pid>/smaps``: the main heap, the threads' malloc arenas, thread stacks,
 other anonymous memory, files); ``--server-env NAME=VALUE`` sets a variable in the
-server's environment (e.g. ``MALLOC_ARENA_MAX``). The run fails (exit 1) on any failure, on fds that do not come back
-to the baseline, or on RSS after the last round more than ``--rss-margin-mib`` above RSS
-after the first (a leak grows with the rounds; what a round allocates once stays in
-CPython's and the allocator's free lists, so RSS is not expected to fall to the warm-up's).
+server's environment (e.g. ``MALLOC_ARENA_MAX``). The run fails (exit 1) on any failure,
+on fds that do not come back to the baseline, or on RSS after the last round more than
+``--rss-margin-mib`` above RSS after the first (a leak grows with the rounds; what a round
+allocates once stays in CPython's and the allocator's free lists, so RSS is not expected to
+fall to the warm-up's).
 """
 
 from __future__ import annotations
