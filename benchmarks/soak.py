@@ -32,10 +32,15 @@ The server's RSS and open fds are read from ``/proc/<pid>/status`` and ``/proc/<
 (the benchmark's view of the process, not the server's own): after a warm-up (indexes
 built, every tool called once in each kind of session), right after each round's calls
 (sessions still open) and after its sessions closed (fds polled until they are back to the
-baseline or 30 s passed). The run fails (exit 1) on any failure, on fds that do not come back
-to the baseline, or on RSS after the last round more than ``--rss-margin-mib`` above RSS
-after the first (a leak grows with the rounds; what a round allocates once stays in
-CPython's and the allocator's free lists, so RSS is not expected to fall to the warm-up's).
+baseline or 30 s passed; RSS ``--settle`` seconds later, 3 by default: the server gives
+freed memory back to the system after 1 s idle, memory.py). ``--smaps`` also shows where
+RSS is (``/proc/<pid>/smaps``: the main heap, the threads' malloc arenas, thread stacks,
+other anonymous memory, files); ``--server-env NAME=VALUE`` sets a variable in the
+server's environment (e.g. ``MALLOC_ARENA_MAX``). The run fails (exit 1) on any failure,
+on fds that do not come back to the baseline, or on RSS after the last round more than
+``--rss-margin-mib`` above RSS after the first (a leak grows with the rounds; what a round
+allocates once stays in CPython's and the allocator's free lists, so RSS is not expected to
+fall to the warm-up's).
 """
 
 from __future__ import annotations
@@ -144,7 +149,11 @@ def free_port() -> int:
 
 
 def start_server(
-    tmp: Path, roots: Sequence[Path], token: str, extra: Sequence[str] = ()
+    tmp: Path,
+    roots: Sequence[Path],
+    token: str,
+    extra: Sequence[str] = (),
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     argv = [
@@ -158,7 +167,7 @@ def start_server(
     err = open(tmp / "server.err", "wb")  # noqa: SIM115 (the child's; closed with it)
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=str(tmp),
-        env={**os.environ, TOKEN_ENV: token},
+        env={**os.environ, **(env or {}), TOKEN_ENV: token},
     )  # fmt: skip
     err.close()
     deadline = time.monotonic() + 60
@@ -188,6 +197,48 @@ class Sample:
             f"RSS {self.rss_kib / 1024:7.1f} MiB  fds {self.fds:4d}  threads {self.threads:3d}"
             f"  (peak RSS {self.hwm_kib / 1024:.1f} MiB)"
         )
+
+
+def smaps(pid: int) -> str:
+    """Where the server's resident memory is, from ``/proc/<pid>/smaps``: the main heap
+    (``[heap]``: brk), the other malloc arenas (anonymous mappings inside 64 MiB-aligned
+    reservations: the threads' arenas), thread stacks (anonymous mappings after a guard
+    page),
+    other anonymous memory (mmap'd blocks, Tantivy's and CPython's arenas) and file-backed
+    pages, in MiB."""
+    kinds: Counter[str] = Counter()
+    maps: list[tuple[int, int, str, str]] = []  # start, end, perms, name
+    rss: list[int] = []
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                maps.append((lo, hi, head[1], head[5] if len(head) > 5 else ""))
+                rss.append(0)
+            elif head and head[0] == "Rss:":
+                rss[-1] = int(head[1])
+    for n, (lo, _hi, _perms, name) in enumerate(maps):
+        before = maps[n - 1] if n else None
+        if name == "[heap]":
+            kind = "heap"
+        elif name.startswith("[stack"):
+            kind = "main stack"
+        elif name:
+            kind = "files"
+        elif lo % (64 << 20) == 0:  # a thread arena's heap starts 64 MiB-aligned
+            kind = "arenas"
+        elif (
+            before is not None
+            and before[1] == lo
+            and before[2] == "---p"
+            and (before[1] - before[0] <= 64 << 10)
+        ):  # after a guard page: a thread's stack
+            kind = "stacks"
+        else:
+            kind = "anon"
+        kinds[kind] += rss[n]
+    return "  ".join(f"{k} {v / 1024:.1f}" for k, v in sorted(kinds.items()))
 
 
 def sample(pid: int) -> Sample:
@@ -473,13 +524,16 @@ async def main_async(args: argparse.Namespace) -> int:
             f"{args.rounds} round(s); {os.cpu_count()} CPUs",
             flush=True,
         )
-        proc, url = start_server(tmp, [a, b], token, shlex.split(args.server_args))
+        env = dict(kv.split("=", 1) for kv in args.server_env)
+        proc, url = start_server(tmp, [a, b], token, shlex.split(args.server_args), env)
         t0 = time.monotonic()
         await warm_up(url, token, operator, [scan(a / "email"), scan(b / "xml")])
         print(f"warm-up (index builds, every tool once): {time.monotonic() - t0:.1f} s")
         await settle(proc.pid, 0, limit=4.0)  # the warm-up's idle indexes stop (2 s)
         base = sample(proc.pid)
         print(f"before the load:        {base.show()}")
+        if args.smaps:
+            print(f"  smaps MiB: {smaps(proc.pid)}")
         rng = random.Random(args.seed)
         results: list[dict[str, Any]] = []
         after_close: list[Sample] = []
@@ -490,6 +544,8 @@ async def main_async(args: argparse.Namespace) -> int:
                 url, token, session_plans, args.calls, 1000 * rnd, operator, proc.pid
             )
             closed, waited = await settle(proc.pid, base.fds)
+            await anyio.sleep(args.settle)  # (the server's idle trim: memory.py)
+            closed = Sample(sample(proc.pid).rss_kib, closed.hwm_kib, closed.fds, closed.threads)
             after_close.append(closed)
             calls = sum(len(x) for x in stats.latency.values())
             print(f"\nround {rnd + 1}: {calls} calls in {wall:.1f} s ({calls / wall:.0f} calls/s), "
@@ -502,7 +558,10 @@ async def main_async(args: argparse.Namespace) -> int:
             for f in stats.failures[:20]:
                 print(f"  FAILURE: {f}")
             print(f"right after the calls:  {loaded.show()}")
-            print(f"after the sessions closed ({waited:.1f} s): {closed.show()}")
+            print(f"after the sessions closed (fds back in {waited:.1f} s, RSS {args.settle:.0f} s "
+                  f"later): {closed.show()}")  # fmt: skip
+            if args.smaps:
+                print(f"  smaps MiB: {smaps(proc.pid)}")
             ok &= not stats.failures and closed.fds == base.fds
             results.append(
                 {
@@ -610,6 +669,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", help="append the figures as one JSON line to this file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument("--server-args", default="", help="more `rootgrep serve` flags")
+    p.add_argument(
+        "--server-env", action="append", default=[], metavar="NAME=VALUE",
+        help="set in the server's environment (e.g. MALLOC_ARENA_MAX=2); repeatable",
+    )  # fmt: skip
+    p.add_argument(
+        "--settle", type=float, default=3.0, metavar="SECONDS",
+        help="once a round's fds are back, wait this long before reading RSS (the server "
+        "gives freed memory back after 1 s idle)",
+    )  # fmt: skip
+    p.add_argument(
+        "--smaps", action="store_true",
+        help="also show where RSS is (/proc/<pid>/smaps: heap, arenas, stacks, anon, files)",
+    )  # fmt: skip
     return anyio.run(main_async, p.parse_args(argv))
 
 

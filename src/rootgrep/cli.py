@@ -333,6 +333,7 @@ def _serve(args: argparse.Namespace) -> int:
     import logging
 
     from .audit import Audit
+    from .memory import tune_malloc
     from .server import build_server, serve_http, serve_stdio
     from .service import Service, Settings
 
@@ -343,6 +344,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if args.exit_with_parent and not _exit_with_parent():
         return 0  # (the parent was already gone)
+    tune_malloc()  # (before the server's threads: glibc's arenas, see memory.py)
     dirs = list(args.root)
     if not dirs and os.environ.get("ROOTGREP_ROOTS"):
         dirs = [d for d in os.environ["ROOTGREP_ROOTS"].split(os.pathsep) if d]

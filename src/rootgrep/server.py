@@ -53,6 +53,7 @@ from pydantic import ValidationError
 from . import __version__
 from .confine import _error as confine_error
 from .errors import NoRoots, RootgrepError, RootRemoved
+from .memory import IdleTrim, idle_trimmer
 from .roots import Root, listed
 from .service import Service, Token
 from .sessions import REFRESH_WAIT_SECONDS, ClientRoots, RawRoots, accept_raw_roots, scope
@@ -233,8 +234,21 @@ class Lease:
 # share by client address over HTTP (one share per remote host) and one share otherwise.
 WORKERS = 4
 SESSION_WORKERS = 2
+# The small blocking steps done off the event loop outside the workers (a 2026-07-28 call's
+# roots validated, a refresh's roots pinned, roots re-checked) use anyio's default limiter:
+# 40 threads by default, of which 64 HTTP sessions kept 20-30 alive and coming and going
+# (each its stack and its share of the C allocator's arenas: RSS that varied by ±25 MiB with
+# them). A served process bounds it at DEFAULT_THREADS.
+DEFAULT_THREADS = 6
 SESSION_LIMITER_KEY = "rootgrep.session_workers"
 MAX_IDLE_SHARES = 256  # idle per-address shares kept before they are dropped
+
+
+def bound_default_threads() -> None:
+    """anyio's default thread limiter (this event loop's) at ``DEFAULT_THREADS``."""
+    limiter = anyio.to_thread.current_default_thread_limiter()
+    if limiter.total_tokens != DEFAULT_THREADS:
+        limiter.total_tokens = DEFAULT_THREADS
 
 
 def _connection_state(session: Any) -> dict[str, Any] | None:
@@ -262,6 +276,8 @@ class RootgrepServer(MCPServer):
         self.service = service
         self.limiter = anyio.CapacityLimiter(WORKERS)
         self._shares: dict[str, anyio.CapacityLimiter] = {}  # 2026-07-28 calls, by address
+        self.idle_trim: IdleTrim | None = None  # (set by serve_stdio / serve_http)
+        self.serving = False  # (set by serve_stdio / serve_http: bound_default_threads)
 
     async def list_tools(self) -> list[Any]:
         tools = await super().list_tools()
@@ -282,6 +298,11 @@ class RootgrepServer(MCPServer):
                 f"[invalid_argument] {name[:100]}: `{bad}` is not valid text (it holds a lone "
                 "surrogate); send it as UTF-8 text"
             )
+        if self.serving:
+            bound_default_threads()
+        trim = self.idle_trim
+        if trim is not None:
+            trim.begin()
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as e:
@@ -292,6 +313,9 @@ class RootgrepServer(MCPServer):
                 known = ", ".join(s.name for s in TOOLS if self._listed(s))
                 return _error(f"[invalid_argument] there is no tool {name[:100]!r}; tools: {known}")
             raise
+        finally:
+            if trim is not None:
+                trim.end()
 
     def _listed(self, spec: ToolSpec[Any, Any]) -> bool:
         return self.service.settings.allow_write or not spec.write
@@ -871,7 +895,28 @@ def http_app(
     app = mcp.streamable_http_app(
         host=host, transport_security=transport_security(list(allowed_hosts))
     )
+    if mcp.serving:
+        app = Serving(app, mcp.idle_trim)
     return BearerAuth(app, token) if token else app
+
+
+class Serving:
+    """ASGI middleware of a served process: anyio's default threads bounded before any
+    request is handled (``bound_default_threads``), and each HTTP request that ends (a
+    session's stream closed, its ``DELETE``) counted as activity for the idle trim, which
+    then runs after it (what the session kept is freed as it closes)."""
+
+    def __init__(self, app: Any, trim: IdleTrim | None) -> None:
+        self.app = app
+        self.trim = trim
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        bound_default_threads()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http" and self.trim is not None:
+                self.trim.touch()
 
 
 FULL_GC_THAWED_EVERY = 16  # one full collection in this many also looks at the frozen objects
@@ -913,6 +958,8 @@ _gc_tuned: list[bool] = []
 
 def serve_stdio(mcp: RootgrepServer) -> None:
     tune_gc()
+    mcp.idle_trim = idle_trimmer()
+    mcp.serving = True
     mcp.run("stdio")
 
 
@@ -932,6 +979,8 @@ def serve_http(
     import uvicorn
 
     tune_gc()
+    mcp.idle_trim = idle_trimmer()
+    mcp.serving = True
     app = http_app(mcp, host=host, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     config.load()  # (imports the protocol classes uvicorn picks at run time)
