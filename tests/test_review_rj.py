@@ -88,6 +88,37 @@ def test_a_phrase_past_the_first_read_of_a_large_file_is_found(tmp_path: Path) -
         r.close()
 
 
+def test_the_phrase_checks_of_one_page_read_a_bounded_amount(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking a phrase past a hit's first read reads the file again: those reads share one
+    budget per page (``PHRASE_READ_BYTES``, lowered here), so a query cannot make a page
+    read every large file whole; a hit left unchecked past it is not shown (never shown
+    unchecked), and with room every one is."""
+    from rootgrep.service import searching
+
+    root = tmp_path / "root"
+    root.mkdir()
+    filler = b"filler line of words\n" * 600  # ~12 KiB: past the 4 KiB read below
+    for i in range(4):
+        (root / f"big{i}.txt").write_bytes(filler + b"the needle project\n")
+    r = pin_root(str(root))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)  # (a hang guard)
+        service = Service([r], Settings(max_read_bytes=4096), indexes=manager)
+        whole = service.search([r], Token(), query='"needle project"')
+        assert {h.path for h in whole.results} == {f"big{i}.txt" for i in range(4)}
+        monkeypatch.setattr(searching, "PHRASE_READ_BYTES", 2 * len(filler))
+        cut = service.search([r], Token(), query='"needle project"')
+        assert 1 <= len(cut.results) < 4
+        assert {h.path for h in cut.results} < {h.path for h in whole.results}
+    finally:
+        manager.close()
+        r.close()
+
+
 _FOLDER = r"""
 import os, random, sys
 from rootgrep.index import state

@@ -42,6 +42,7 @@ from ..roots import Root, path_to_uri, resolve_target
 
 MAX_RESULTS_CAP = 1000
 SEARCH_CHECKS_PER_PAGE = 200  # hits checked against the disk for one page of search results
+PHRASE_READ_BYTES = 64 << 20  # read past the hits' first reads to check phrases, per page
 GREP_PAGE_BYTES = 1 << 20  # text (matching lines and context) one grep answer holds, at most about
 LIST_PAGE = 500
 MAX_SYMBOL_HITS = 5000  # definitions one find_symbol gathers (then sorted and paged)

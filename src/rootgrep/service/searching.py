@@ -52,6 +52,7 @@ from .base import (
     DEFAULT_MAX_LINE_CHARS,
     GREP_PAGE_BYTES,
     MAX_RESULTS_CAP,
+    PHRASE_READ_BYTES,
     SEARCH_CHECKS_PER_PAGE,
     ServiceBase,
     Token,
@@ -336,13 +337,14 @@ class Searching(ServiceBase):
         ends: list[int] = []  # per result: where in ``hits`` the next page starts after it
         at = offset
         budget = SEARCH_CHECKS_PER_PAGE
+        phrase_budget = [PHRASE_READ_BYTES]  # (bytes the phrase checks may read past the heads)
         while at < len(hits) and len(results) < limit and budget > 0:
             token.check()
             score, _ti, rel, r, _addr, ranking = hits[at]
             at += 1
             budget -= 1
             data = self._current_text(r, rel)
-            if data is None or not self._holds_phrases(parsed, r, rel, data):
+            if data is None or not self._holds_phrases(parsed, r, rel, data, phrase_budget):
                 continue  # (the index cannot tell a phrase from its words in any order)
             snippets = [  # (whole lines, or a window around the match: SPEC §8)
                 Snippet(line=n, text=t)
@@ -369,21 +371,31 @@ class Searching(ServiceBase):
         result._resume = resume_at
         return result
 
-    def _holds_phrases(self, parsed: ParsedSearch, r: Root, rel: bytes, head: bytes) -> bool:
+    def _holds_phrases(
+        self, parsed: ParsedSearch, r: Root, rel: bytes, head: bytes, budget: list[int]
+    ) -> bool:
         """Whether the file holds the query's phrases (and none it excludes): in ``head``
         (what is shown of it), or else anywhere in it up to ``--max-file-size`` (as far as
         the index reads a file: a phrase past the first ``--max-read-bytes`` counts as its
-        words do)."""
+        words do). Those further reads share ``budget`` (bytes left for one page,
+        ``PHRASE_READ_BYTES``): past it, a hit that cannot be checked is not shown."""
         if not parsed.checks_text:
             return True
         if len(head) < self.settings.max_read_bytes:
             return parsed.holds_phrases(head)  # (that was the whole file)
         if not parsed.not_phrases and parsed.holds_phrases(head):
             return True
+        if budget[0] <= len(head):
+            return False  # (the page's reads are spent: unchecked, so not shown)
         try:
-            res = r.fs.read(confine.split_relpath(rel), max_bytes=self.settings.max_file_size)
+            res = r.fs.read(
+                confine.split_relpath(rel), max_bytes=min(self.settings.max_file_size, budget[0])
+            )
         except (RootgrepError, OSError):
             return False
+        budget[0] -= len(res.data)
+        if res.truncated and len(res.data) < self.settings.max_file_size:
+            return False  # (cut by the budget, not by the file size cap: unchecked)
         return parsed.holds_phrases(res.data)
 
     def _current_text(self, r: Root, rel: bytes) -> bytes | None:
