@@ -45,6 +45,21 @@ def fd_count() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def fds_below(top: Path) -> int:
+    """How many of this process's fds name something at or beneath ``top`` (unlike
+    ``fd_count``, blind to fds other threads of the test process open or close meanwhile)."""
+    base = os.fspath(top)
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target == base or target.startswith(base + "/"):
+            n += 1
+    return n
+
+
 def flatten_chain(top: Path, name: str, depth: int) -> None:
     """Pull a chain ``top/name/name/.../name`` (``depth`` levels) up one level at a time,
     dropping the files met on the way, so that a shallow delete can finish the job (pytest's
