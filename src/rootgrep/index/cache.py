@@ -33,6 +33,7 @@ import os
 import re
 import stat as stat_mod
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from .. import confine
@@ -46,6 +47,7 @@ except ImportError:  # pragma: no cover (a Python without it)
 
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
+OPEN_LOCK = "open.lock"  # held exclusive by the process making (or remaking) an index
 MANIFEST = b"manifest.json"
 LAST_USED = b"last_used"
 _EVICTING = b".evict-"  # a folder being removed (renamed first, so nobody opens it by name)
@@ -421,6 +423,25 @@ class IndexFolder:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold an exclusive ``flock`` on the folder's file ``name`` (made if missing, mode
+        0600, never through a link) until the block ends: one process at a time among those
+        that take it. Blocks while another holds it (its holder only makes an empty index)."""
+        fd = os.open(
+            name,
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+            0o600,
+            dir_fd=self.fs.fd,
+        )
+        try:
+            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{name} in the index folder is not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # (and the lock with it)
 
     def touch(self, name: str) -> None:
         fd = os.open(

@@ -50,7 +50,7 @@ from ..grep import DEFAULT_MAX_FILE_SIZE, cut_around, text_of
 from ..symbols import Symbol
 from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
 from . import cache as cache_mod
-from .cache import CachedIndex, CacheDir, IndexFolder
+from .cache import OPEN_LOCK, CachedIndex, CacheDir, IndexFolder
 from .plan import Q
 from .state import (
     ENTRY_BYTES,
@@ -382,6 +382,27 @@ class RootIndex:
     def _open(self) -> None:
         self.dir = self.folder.path
         self.schema = _schema()
+        if self._made():
+            self._open_made()
+        else:  # another process may be making it at this moment: one at a time (else one
+            with self.folder.exclusive(OPEN_LOCK):  # removes the index the other just made)
+                self._open_made()
+        if self.hold_writer:
+            self._writer = self._new_writer()
+
+    def _made(self) -> bool:
+        """Whether the index is there, for this schema and root (then opening it makes
+        nothing, and needs no lock)."""
+        if not self._manifest_ok():
+            return False
+        try:
+            self.folder.fs.stat([b"tantivy", b"meta.json"], follow=False)
+        except (OSError, RootgrepError):
+            return False
+        return True
+
+    def _open_made(self) -> None:
+        """Open the index, made (or made again) first when missing or stale."""
         stale = not self._manifest_ok()
         if stale:
             self.folder.remove("tantivy")
@@ -419,8 +440,6 @@ class RootIndex:
         if fresh or bound != self.identity:
             self._write_manifest()
         self.touch()
-        if self.hold_writer:
-            self._writer = self._new_writer()
 
     def _close_cache(self) -> None:
         if self._own_cache and self.cache is not None:
