@@ -895,9 +895,27 @@ def http_app(
     app = mcp.streamable_http_app(
         host=host, transport_security=transport_security(list(allowed_hosts))
     )
+    app = NoReplay(app)
     if mcp.serving:
         app = Serving(app, mcp.idle_trim)
     return BearerAuth(app, token) if token else app
+
+
+class NoReplay:
+    """ASGI middleware: a request's ``Last-Event-ID`` is dropped. The server keeps no event
+    history (no event store: it never sends an event id), so there is nothing to replay, and
+    the SDK, asked to replay without a store, answered nothing: a 500 to a client that
+    reconnects with a made-up or stale id. Dropped, the GET opens a new stream."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = scope.get("headers") or []
+            if any(k == b"last-event-id" for k, _ in headers):
+                scope = {**scope, "headers": [(k, v) for k, v in headers if k != b"last-event-id"]}
+        await self.app(scope, receive, send)
 
 
 class Serving:

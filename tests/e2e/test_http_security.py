@@ -164,3 +164,39 @@ async def test_the_first_call_gets_its_roots_on_its_own_stream(tmp_path: Path, t
     res = result["result"]
     assert not res.get("isError"), res
     assert [x["uri"] for x in res["structuredContent"]["roots"]] == [want]
+
+
+# ---- a reconnecting GET with a Last-Event-ID ---------------------------------------------------
+
+
+@pytest.mark.parametrize("last_event_id", ["junk", "0", "x" * 300])
+async def test_a_get_with_a_last_event_id_opens_a_new_stream(
+    tmp_path: Path, tree: Path, last_event_id: str
+) -> None:
+    """The server keeps no event history (it sends no event ids): a client reconnecting with
+    a Last-Event-ID (made up, stale) gets a new stream, not a 500 with nothing said, and the
+    session still answers calls."""
+    async with http_server(tmp_path, [tree]) as (url, _, _):
+        with anyio.fail_after(30):
+            async with httpx2.AsyncClient(timeout=httpx2.Timeout(20)) as h:
+                r = await h.post(url, json=init_body({}), headers=ACCEPT)
+                assert r.status_code == 200, r.text
+                sid = r.headers["mcp-session-id"]
+                hdrs = {**ACCEPT, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                assert (await h.post(url, json=note, headers=hdrs)).status_code == 202
+                get = {**hdrs, "accept": "text/event-stream", "last-event-id": last_event_id}
+                async with h.stream("GET", url, headers=get) as resp:
+                    assert resp.status_code == 200
+                    assert resp.headers["content-type"].startswith("text/event-stream")
+                call = {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "list_roots", "arguments": {}},
+                }
+                r = await h.post(url, json=call, headers=hdrs)
+                assert r.status_code == 200, r.text
+                msgs = _sse_messages(r.text) if "data:" in r.text else [r.json()]
+                res = next(m for m in msgs if m.get("id") == 2)["result"]
+                assert not res.get("isError"), res
