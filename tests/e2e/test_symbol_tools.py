@@ -3,6 +3,7 @@ CLI verbs ``rootgrep symbols`` / ``rootgrep outline`` (SPEC §9)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -370,3 +371,15 @@ async def test_an_outline_cut_to_fit_continues_with_its_cursor(
         )
         forged = await c.call_tool("outline", {"path": "big.py", "cursor": "x" + (cursor or "abc")})
         assert code(forged) == "invalid_argument"
+        # a cursor of the file as it was: an edit since (same size too) is said, not paged on
+        first = await c.call_tool("outline", {"path": "big.py"})
+        cursor = first.structured_content["next_cursor"]
+        again = await c.call_tool("outline", {"path": "big.py", "cursor": cursor})
+        assert code(again) is None, text(again)
+        data = (root / "big.py").read_bytes()
+        st = (root / "big.py").stat()
+        (root / "big.py").write_bytes(b"# " + data[2:])  # (the first line commented out)
+        os.utime(root / "big.py", ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
+        stale = await c.call_tool("outline", {"path": "big.py", "cursor": cursor})
+        assert code(stale) == "invalid_argument" and "changed since" in text(stale), text(stale)
+        assert "without a cursor" in text(stale)

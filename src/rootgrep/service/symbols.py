@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from .. import confine
 from ..confine import display
-from ..errors import NotAFile
+from ..errors import InvalidArgument, NotAFile
 from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
@@ -194,7 +194,7 @@ class Symbols(ServiceBase):
         r, comps = self._locate(roots, "outline", "read", path, root)
         rel = b"/".join(comps)
         fp = _fingerprint(t="outline", r=r.id, p=display(comps))
-        skip = decode_cursor(cursor, "outline", fp)["n"] if cursor else 0
+        at = decode_cursor(cursor, "outline", fp) if cursor else {"n": 0}
         if stat_mod.S_ISDIR(r.fs.stat(comps).st_mode):
             raise NotAFile(
                 f"'{display(comps)}' is a directory; outline takes a source file (list its "
@@ -207,13 +207,22 @@ class Symbols(ServiceBase):
                 "TypeScript, Go, Rust, C, C++, Java); read it with read_file"
             )
         res = r.fs.read(comps, max_bytes=MAX_SYMBOL_FILE_BYTES)
+        # a cursor counts definitions of the file as it was: edited or replaced since, its
+        # pages would repeat or skip some
+        version = [res.stat.st_ino, res.stat.st_size, res.stat.st_mtime_ns]
+        if cursor and at.get("v") != version:
+            raise InvalidArgument(
+                f"'{display(comps)}' changed since the page that cursor came from; start "
+                "the outline again without a cursor"
+            )
+        skip = at.get("n")
         symbols = extract(rel, res.data) or [] if not res.truncated else []
         result = OutlineResult(
             root=ref(r), path=display(comps), uri=file_uri(r, rel), language=language,
             symbols=[_node(n) for n in outline_of(symbols)], truncated=res.truncated,
         )  # fmt: skip
         result._skip = skip if isinstance(skip, int) and skip > 0 else 0
-        result._cursor = lambda k: encode_cursor("outline", fp, n=k)
+        result._cursor = lambda k: encode_cursor("outline", fp, n=k, v=version)
         return result
 
 
