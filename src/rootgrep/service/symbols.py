@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from .. import confine
 from ..confine import display
-from ..errors import InvalidArgument, NotAFile
+from ..errors import InvalidArgument, NotAFile, RootgrepError
 from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
@@ -174,7 +174,7 @@ class Symbols(ServiceBase):
             return
         try:
             res = r.fs.read(confine.split_relpath(rel), max_bytes=MAX_SYMBOL_FILE_BYTES)
-        except Exception:  # gone or not text any more: it defines nothing now
+        except (OSError, RootgrepError):  # gone or not text any more: it defines nothing now
             return
         if res.truncated or not _may_define(res.data, name, exact):
             return
@@ -247,7 +247,7 @@ def _signatures(
             res = r.fs.read(
                 confine.split_relpath(rel), max_bytes=min(budget, MAX_SYMBOL_FILE_BYTES)
             )
-        except Exception:  # gone, or not a text file any more: no signature
+        except (OSError, RootgrepError):  # gone, or not a text file any more: no signature
             continue
         budget -= len(res.data)
         text = res.data.split(b"\n", max(n for n, _ in lines))
