@@ -1252,7 +1252,9 @@ class RootIndex:
             return self._ordered(paths)[1]
         if searcher.num_docs == 0:
             return []
-        hits = searcher.search(self.tantivy_query(q), limit=searcher.num_docs, count=False).hits
+        # (unscored: the hits are put in walk order below; scoring them cost a third more)
+        tq = Query.const_score_query(self.tantivy_query(q), 1.0)
+        hits = searcher.search(tq, limit=searcher.num_docs, count=False).hits
         # (a large file's pieces each answer for it: its id once, wherever it came first)
         fids = list(dict.fromkeys(searcher.fast_field_values("fid", [a for _, a in hits])))
         cached = self._order
