@@ -664,8 +664,9 @@ def stat_keyed(
         else None
         for st in sts
     ]
-    if _hidden_inos:
-        for i, st in enumerate(sts):
+    inos = _hidden_inos
+    if inos and not inos.isdisjoint([key[2] for key in keys if key is not None]):
+        for i, st in enumerate(sts):  # (an inode number the cache dir's may be another's)
             if st is not None and is_hidden(st):
                 keys[i] = None
     if None in keys:

@@ -378,9 +378,10 @@ class RootIndex:
     _listings: Listings = field(init=False, default_factory=Listings, repr=False)
     # the writer's own: the runs of files the last full re-sync found as the state holds
     # them, by directory prefix and first name: (the listing's names list, the state's keys
-    # of those files), for ``_runs_of``, the version of ``entries`` they were checked
-    # against (kept up by each commit of this process: the runs it changed are dropped)
-    _runs: dict[bytes, dict[bytes, tuple[list[bytes], list[Any]]]] = field(
+    # of those files, how many of them the state holds), for ``_runs_of``, the version of
+    # ``entries`` they were checked against (kept up by each commit of this process: the
+    # runs of the directories it changed are dropped)
+    _runs: dict[bytes, dict[bytes, tuple[list[bytes], list[Any], int]]] = field(
         init=False, default_factory=dict, repr=False
     )
     _runs_of: Entries | None = field(init=False, default=None, repr=False)
@@ -753,14 +754,17 @@ class RootIndex:
             known = 0  # how many of them the index already had
             examined = 0
             files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, base)
-            get, found = base.getter(every=only is None), walked.append
+            get: Callable[[bytes], Entry | None] | None = None  # (made when first needed)
+            found = walked.append
+            ticking = tick.progress is not None
             quick = not base.pending  # (a pending entry is read again whatever its key)
             if self._runs_of is not base:  # (a state loaded, or reset: nothing kept holds)
                 self._runs = {}
             runs, checked = self._runs, {} if only is None else None
             for dirfd, prefix, names, sts, keys in files:
                 examined += len(names)
-                tick(examined)
+                if ticking:
+                    tick(examined)
                 if quick and checked is not None:
                     # a whole run at once: the same listing as last time (the very names
                     # list ``Listings`` kept), and every file's key the one the state held
@@ -770,17 +774,20 @@ class RootIndex:
                     if kept is not None and kept[0] is names and keys == kept[1]:
                         checked.setdefault(prefix, {})[names[0]] = kept
                         unread.append((prefix, names))
-                        known += len(names)
+                        known += kept[2]
                         continue
                 rels = [prefix + name for name in names]
+                if get is None:  # (a flat copy when the state has an overlay: once a sync)
+                    get = base.getter(every=only is None)
                 if quick and not changed:
                     olds = list(map(get, rels))
                     want = [None if old is None else old.key for old in olds]
-                    if None not in keys and keys == want:
+                    if keys == want:  # (None in both: not a file here, nor in the state)
+                        n = len(rels) - want.count(None)
                         if checked is not None:
-                            checked.setdefault(prefix, {})[names[0]] = (names, want)
+                            checked.setdefault(prefix, {})[names[0]] = (names, want, n)
                         walked.extend(rels)
-                        known += len(rels)
+                        known += n
                         continue
                 for name, rel, st, key in zip(names, rels, sts, keys, strict=True):
                     if st is None:
