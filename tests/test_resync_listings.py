@@ -317,3 +317,15 @@ def test_a_run_changed_by_another_process_is_checked_against_its_state(
     _restore(path, text, st)
     again = synced.sync()
     assert (again.read, again.updated) == (1, 1)
+
+
+def test_a_file_over_the_size_limit_that_shrinks_under_it_is_added(synced: Synced) -> None:
+    """A run holding a file over the limit (in neither the keys nor the state) is kept
+    too; the file's own stat still tells when it comes under the limit."""
+    synced.ix.max_file_size = 64
+    big = synced.tree / "b" / "big.py"
+    big.write_text("x" * 100)
+    settled(synced.tree)
+    synced.sync()
+    assert b"b/big.py" not in synced.ix.entries
+    _change_and_check(synced, lambda t: big.write_text("x" * 10), added=1)

@@ -668,6 +668,9 @@ _WALKED = frozenset(("file", "dir"))  # symlinks are never followed; FIFOs, sock
 def _segments(entries: list[Listed]) -> list[list[bytes] | bytes]:
     """A directory's kept entries as ``runs`` goes through them: each run of file names (a
     list) between its subdirectories (their names), in order."""
+    files = [name for name, kind in entries if kind == "file"]
+    if len(files) == len(entries):  # (no subdirectory: most directories)
+        return [files] if files else []
     out: list[list[bytes] | bytes] = []
     run: list[bytes] = []
     for name, kind in entries:
