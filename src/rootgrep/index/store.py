@@ -375,7 +375,10 @@ class RootIndex:
     _dirs: tuple[Entries, dict[bytes, int]] | None = field(init=False, default=None)
     # the writer's own: what the last full walk kept of each directory of the tree, so a
     # re-sync lists again only the directories that changed (it stats every file)
+    # (kept from the second full walk on: a process that syncs once, a CLI's ``index``,
+    # pays nothing for them; ``_walks`` counts this object's full walks)
     _listings: Listings = field(init=False, default_factory=Listings, repr=False)
+    _walks: int = field(init=False, default=0, repr=False)
     # the writer's own: the runs of files the last full re-sync found as the state holds
     # them, by directory prefix and first name: (the listing's names list, the state's keys
     # of those files, how many of them the state holds), for ``_runs_of``, the version of
@@ -760,7 +763,8 @@ class RootIndex:
             quick = not base.pending  # (a pending entry is read again whatever its key)
             if self._runs_of is not base:  # (a state loaded, or reset: nothing kept holds)
                 self._runs = {}
-            runs, checked = self._runs, {} if only is None else None
+            keeping = only is None and self._walks > 0  # (see ``_listings``)
+            runs, checked = self._runs, {} if keeping else None
             for dirfd, prefix, names, sts, keys in files:
                 examined += len(names)
                 if ticking:
@@ -917,7 +921,9 @@ class RootIndex:
         """Every file of the tree with its stat, run by run (``_Run``). The walk lists again
         only the directories changed since the last one (``Listings``); every file is
         stat'ed."""
-        walker = Walker(fs, b"", WalkOptions(), listings=self._listings)
+        listings = self._listings if self._walks > 0 else None
+        self._walks += 1
+        walker = Walker(fs, b"", WalkOptions(), listings=listings)
         limit = self.max_file_size
         for fd, prefix, names in walker.runs():  # (each run is done before the next)
             if cancelled is not None and cancelled():
