@@ -14,7 +14,7 @@ import pytest
 from rootgrep import confine
 from rootgrep.index.store import RootIndex, SyncStats
 from rootgrep.roots import Root, pin_root
-from rootgrep.walker import Listings, list_files
+from rootgrep.walker import Listings, Walker, WalkOptions, list_files
 
 
 @pytest.fixture
@@ -333,3 +333,25 @@ def test_a_file_over_the_size_limit_that_shrinks_under_it_is_added(synced: Synce
     synced.sync()
     assert b"b/big.py" not in synced.ix.entries
     _change_and_check(synced, lambda t: big.write_text("x" * 10), added=1)
+
+
+def test_runs_with_kept_listings_give_the_walk_and_other_walks_stay_whole(
+    tmp_path: Path, settle_now: None
+) -> None:
+    """``Walker.runs`` from kept listings yields exactly the files of a walk that keeps
+    nothing; the same walker's other walks (which need every entry) never use them."""
+    tree = make_tree(tmp_path)
+    settled(tree)
+    root = pin_root(str(tree))
+    try:
+        fs, listings = root.fs, Listings()
+        want = list_files(fs)
+        for _ in range(2):
+            w = Walker(fs, b"", WalkOptions(), listings=listings)
+            assert [prefix + n for _fd, prefix, names in w.runs() for n in names] == want
+        assert len(listings) == 6
+        w = Walker(fs, b"", WalkOptions(), listings=listings)
+        assert [f.path for f in w.files()] == want
+        assert list(w.tree_entries(9)) == list(Walker(fs).tree_entries(9))
+    finally:
+        root.close()

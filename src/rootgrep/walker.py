@@ -201,6 +201,7 @@ class Walker:
         self.options = WalkOptions() if options is None else options
         self.errors: list[tuple[bytes, str]] = [] if errors is None else errors
         self.listings = listings  # kept for ``runs`` (None: every directory listed)
+        self._keeping: Listings | None = None  # ``listings`` while ``runs`` walks
 
     def files(self) -> Iterator[FileEntry]:
         for batch in self.batches():
@@ -285,10 +286,12 @@ class Walker:
                 scope = (o.hidden, o.no_ignore, o.prune, confine.hidden_generation())
                 listings._begin(scope)
         complete = False
+        self._keeping = listings  # (only ``runs`` uses them: the other walks need entries)
         try:
             yield from self._walk_runs(self._start(comps))
             complete = True
         finally:
+            self._keeping = None
             if listings is not None:
                 listings._end(complete)
 
@@ -458,8 +461,8 @@ class Walker:
 
     def _enter(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
         try:
-            if self.listings is not None:
-                return self._kept_frame(self.listings, rel, fd, parent_levels)
+            if self._keeping is not None:
+                return self._kept_frame(self._keeping, rel, fd, parent_levels)
             return self._frame(rel, fd, parent_levels)
         except BaseException:
             os.close(fd)
