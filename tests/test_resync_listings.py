@@ -355,3 +355,22 @@ def test_runs_with_kept_listings_give_the_walk_and_other_walks_stay_whole(
         assert list(w.tree_entries(9)) == list(Walker(fs).tree_entries(9))
     finally:
         root.close()
+
+
+def test_stat_keyed_keeps_only_regular_files_within_the_limit(tmp_path: Path) -> None:
+    """One stat per name; a name gone, too large, a directory or a link has no key (a gone
+    one makes the run's stats go name by name)."""
+    (tmp_path / "a").write_bytes(b"12345")
+    (tmp_path / "big").write_bytes(b"x" * 11)
+    (tmp_path / "d").mkdir()
+    os.symlink("a", tmp_path / "l")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sts, keys = confine.stat_keyed(fd, [b"a", b"big", b"d", b"l", b"gone"], 10)
+        st = os.stat(tmp_path / "a")
+        assert keys == [(5, st.st_mtime_ns, st.st_ino), None, None, None, None]
+        assert sts[0] is not None and sts[0].st_ino == st.st_ino and sts[1:] == [None] * 4
+        sts, keys = confine.stat_keyed(fd, [b"a", b"big"], 10)  # (nothing gone: one pass)
+        assert keys == [(5, st.st_mtime_ns, st.st_ino), None] and sts[1] is None
+    finally:
+        os.close(fd)
