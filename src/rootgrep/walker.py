@@ -13,6 +13,7 @@ import errno
 import itertools
 import os
 import stat as stat_mod
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import NamedTuple
 
@@ -100,7 +101,7 @@ class _Level:
 
 
 class _Frame:
-    __slots__ = ("entries", "fd", "idx", "levels", "rel")
+    __slots__ = ("entries", "fd", "idx", "ignores", "levels", "rel", "segments")
 
     def __init__(
         self, rel: bytes, fd: int, entries: list[Listed], levels: list[_Level], idx: int = 0
@@ -110,6 +111,77 @@ class _Frame:
         self.entries = entries  # (name, kind), in name order: files and directories kept
         self.levels = levels
         self.idx = idx
+        # ``runs``' view of the entries: runs of file names and directory names, in order
+        self.segments: list[list[bytes] | bytes] | None = None
+        # the ignore files read here: name -> fstat_key (None: not readable), for Listings
+        self.ignores: dict[bytes, confine.DirKey | None] = {}
+
+
+class _Kept:
+    """What ``Listings`` keeps of one directory."""
+
+    __slots__ = ("ignores", "key", "levels", "parent", "segments")
+
+    def __init__(
+        self,
+        key: confine.DirKey,
+        ignores: dict[bytes, confine.DirKey | None],
+        parent: list[_Level],
+        levels: list[_Level],
+        segments: list[list[bytes] | bytes],
+    ) -> None:
+        self.key = key
+        self.ignores = ignores
+        self.parent = parent
+        self.levels = levels
+        self.segments = segments
+
+
+class Listings:
+    """What ``Walker.runs`` kept of each directory it listed, for the next walk of the same
+    root with the same options (a re-sync): its runs of file names, its subdirectories and
+    the ignore rules in force there. A directory is listed again, and its ignore files read
+    again, unless all of these are as they were when it was kept:
+    - the directory's own (device, inode, mtime_ns, ctime_ns, size): an entry made, removed
+      or renamed in it changes its mtime and ctime; ``touch -d`` may set its mtime back but
+      never its ctime;
+    - the same key of each of its ignore files (an edit in place changes their ctime);
+    - the rules in force above it: the very same rule objects (a parent listed again with
+      changed ignore files makes new ones, and every directory below it is listed again);
+    - the hidden identities (``confine.hidden_generation``) and the walk's options.
+    A listing is kept only when the directory and its ignore files changed at least
+    ``SETTLE_NS`` before it was read (by ctime): a change within the same tick of the file
+    system's clock as the read could leave the times as they were. Files are never kept:
+    a re-sync stats each one every time (an edit in place changes no directory).
+
+    Bounded: one entry per directory walked (entries of directories no longer walked are
+    dropped at the end of each full walk), holding its kept names, as many as the index
+    state holds paths."""
+
+    SETTLE_NS = 2_000_000_000  # (2 s: coarser than any local file system's timestamps)
+
+    __slots__ = ("dirs", "fresh", "scope")
+
+    def __init__(self) -> None:
+        self.dirs: dict[bytes, _Kept] = {}  # as of the last walk
+        self.fresh: dict[bytes, _Kept] = {}  # kept by the walk under way
+        self.scope: tuple[object, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.dirs)
+
+    def _begin(self, scope: tuple[object, ...]) -> None:
+        if scope != self.scope:
+            self.dirs, self.scope = {}, scope
+        self.fresh = {}
+
+    def _end(self, complete: bool) -> None:
+        """A complete walk's directories replace the last one's (those gone are dropped)."""
+        if complete:
+            self.dirs = self.fresh
+        else:
+            self.dirs.update(self.fresh)
+        self.fresh = {}
 
 
 class Walker:
@@ -122,11 +194,14 @@ class Walker:
         start: bytes = b"",
         options: WalkOptions | None = None,
         errors: list[tuple[bytes, str]] | None = None,
+        listings: Listings | None = None,
     ) -> None:
         self.fs = fs
         self.start = start
         self.options = WalkOptions() if options is None else options
         self.errors: list[tuple[bytes, str]] = [] if errors is None else errors
+        self.listings = listings  # kept for ``runs`` (None: every directory listed)
+        self._keeping: Listings | None = None  # ``listings`` while ``runs`` walks
 
     def files(self) -> Iterator[FileEntry]:
         for batch in self.batches():
@@ -187,6 +262,64 @@ class Walker:
                 top.idx = i
                 if run and (files := self._run(top.fd, prefix, run, limit, stat_each)):
                     yield DirBatch(top.rel, top.fd if lent else os.dup(top.fd), files, not lent)
+                frames.pop()
+                if top.fd >= 0:
+                    os.close(top.fd)
+        finally:
+            _close_frames(frames)
+
+    def runs(self) -> Iterator[tuple[int, bytes, list[bytes]]]:
+        """The files below ``start`` (a directory), in path order, as (fd, prefix, names):
+        each run of one directory's files, unstat'ed, with the walker's own fd of that
+        directory (valid until the walk's next step; never to be closed) and the prefix of
+        their root-relative paths. A re-sync's walk: with ``listings``, a directory that
+        has not changed since the last walk is not listed again (see ``Listings``); its
+        files are the caller's to stat. The names lists are shared with ``listings``: read
+        only."""
+        comps = confine.split_relpath(self.start)
+        listings = self.listings
+        if listings is not None:
+            o = self.options
+            if o.after is not None:
+                listings = self.listings = None
+            else:
+                scope = (o.hidden, o.no_ignore, o.prune, confine.hidden_generation())
+                listings._begin(scope)
+        complete = False
+        self._keeping = listings  # (only ``runs`` uses them: the other walks need entries)
+        try:
+            yield from self._walk_runs(self._start(comps))
+            complete = True
+        finally:
+            self._keeping = None
+            if listings is not None:
+                listings._end(complete)
+
+    def _walk_runs(self, frames: list[_Frame]) -> Iterator[tuple[int, bytes, list[bytes]]]:
+        try:
+            while (top := self._current(frames)) is not None:
+                segments = top.segments
+                if segments is None:
+                    segments = top.segments = _segments(top.entries)
+                i, n = top.idx, len(segments)
+                prefix = top.rel + b"/" if top.rel else b""
+                descended = False
+                while i < n:
+                    seg = segments[i]
+                    i += 1
+                    if type(seg) is list:
+                        yield top.fd, prefix, seg
+                        continue
+                    assert isinstance(seg, bytes)
+                    child = self._open_child(top.fd, seg, prefix + seg)
+                    if child is not None:
+                        top.idx = i
+                        frames.append(self._enter(prefix + seg, child, top.levels))
+                        self._bound_fds(frames)
+                        descended = True
+                        break
+                if descended:
+                    continue
                 frames.pop()
                 if top.fd >= 0:
                     os.close(top.fd)
@@ -328,10 +461,51 @@ class Walker:
 
     def _enter(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
         try:
+            if self._keeping is not None:
+                return self._kept_frame(self._keeping, rel, fd, parent_levels)
             return self._frame(rel, fd, parent_levels)
         except BaseException:
             os.close(fd)
             raise
+
+    def _kept_frame(
+        self, listings: Listings, rel: bytes, fd: int, parent_levels: list[_Level]
+    ) -> _Frame:
+        """``_frame`` from what ``listings`` kept of the directory when it is unchanged
+        (see ``Listings``); else listed and read again, and kept when settled."""
+        key = confine.fstat_key(fd)
+        old = listings.dirs.get(rel)
+        if (
+            old is not None
+            and old.key == key
+            and (old.parent is parent_levels or _same_levels(old.parent, parent_levels))
+            and (
+                not old.ignores
+                or all(confine.stat_key_at(fd, name) == k for name, k in old.ignores.items())
+            )
+        ):
+            frame = _Frame(rel, fd, [], old.levels)
+            frame.segments = old.segments
+            listings.fresh[rel] = old
+            return frame
+        read_at = time.time_ns()
+        errors = len(self.errors)
+        frame = self._frame(rel, fd, parent_levels)
+        frame.segments = _segments(frame.entries)
+        settled = read_at - Listings.SETTLE_NS
+        if len(self.errors) != errors or key[3] >= settled:
+            return frame  # (not kept: listed again next time)
+        for k in frame.ignores.values():
+            if k is None or k[3] >= settled:
+                return frame
+        if (
+            old is not None
+            and old.ignores == frame.ignores
+            and _same_levels(old.parent, parent_levels)
+        ):
+            frame.levels = old.levels  # the same rules: those below may keep theirs
+        listings.fresh[rel] = _Kept(key, frame.ignores, parent_levels, frame.levels, frame.segments)
+        return frame
 
     def _frame(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
         try:
@@ -342,8 +516,9 @@ class Walker:
         if cut:
             self.errors.append((rel, f"more than {confine.MAX_DIR_ENTRIES} entries: rest skipped"))
         levels = parent_levels
+        ignores: dict[bytes, confine.DirKey | None] = {}
         if dotted and not self.options.no_ignore:  # (every ignore file's name has a dot)
-            level = self._load_level(fd, rel, dotted)
+            level = self._load_level(fd, rel, dotted, ignores)
             if level is not None:
                 levels = [*parent_levels, level]
         prune = self.options.prune
@@ -354,7 +529,9 @@ class Walker:
         if after is not None:  # (a cursor's place: directories wholly before it are left)
             plain = [e for e in plain if e[1] != "dir" or not _wholly_before(rel, e[0], after)]
         if not levels and not prune:  # (the common case: one comprehension)
-            return _Frame(rel, fd, [e for e in plain if e[1] in _WALKED], levels)
+            frame = _Frame(rel, fd, [e for e in plain if e[1] in _WALKED], levels)
+            frame.ignores = ignores
+            return frame
         kept: list[Listed] = []
         for e in plain:
             name, kind = e
@@ -368,7 +545,9 @@ class Walker:
             if verdict is None and not hidden and name.startswith(b"."):
                 continue
             kept.append(e)
-        return _Frame(rel, fd, kept, levels)
+        frame = _Frame(rel, fd, kept, levels)
+        frame.ignores = ignores
+        return frame
 
     def _ignored(self, levels: list[_Level], rel: bytes, name: bytes, is_dir: bool) -> bool | None:
         """True: ignored; False: whitelisted by a negation; None: no rule matched.
@@ -387,7 +566,16 @@ class Walker:
                     return verdict
         return None
 
-    def _load_level(self, fd: int, rel: bytes, listing: Iterable[Listed]) -> _Level | None:
+    def _load_level(
+        self,
+        fd: int,
+        rel: bytes,
+        listing: Iterable[Listed],
+        keys: dict[bytes, confine.DirKey | None] | None = None,
+    ) -> _Level | None:
+        """The rules of the ignore files of directory ``fd``; ``keys`` gets the
+        ``fstat_key`` of each taken from the very file read, before it was read (None: not
+        read)."""
         present = {name for name, kind in listing if kind == "file" and name in IGNORE_FILES}
         if not present:
             return None
@@ -396,10 +584,14 @@ class Walker:
             files.append(None)
             if name not in present:
                 continue
+            if keys is not None:
+                keys[name] = None
             try:
                 ffd, st = confine.open_file_at(fd, name)
             except (OSError, RootgrepError):
                 continue
+            if keys is not None:
+                keys[name] = confine.stat_result_key(st)
             try:
                 data, cut = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
                 if cut:  # read up to the cap: never take the cut last line for a rule
@@ -474,6 +666,32 @@ class Walker:
 
 _WALKED = frozenset(("file", "dir"))  # symlinks are never followed; FIFOs, sockets and
 # devices never read
+
+
+def _segments(entries: list[Listed]) -> list[list[bytes] | bytes]:
+    """A directory's kept entries as ``runs`` goes through them: each run of file names (a
+    list) between its subdirectories (their names), in order."""
+    files = [name for name, kind in entries if kind == "file"]
+    if len(files) == len(entries):  # (no subdirectory: most directories)
+        return [files] if files else []
+    out: list[list[bytes] | bytes] = []
+    run: list[bytes] = []
+    for name, kind in entries:
+        if kind == "file":
+            run.append(name)
+            continue
+        if run:
+            out.append(run)
+            run = []
+        out.append(name)
+    if run:
+        out.append(run)
+    return out
+
+
+def _same_levels(a: list[_Level], b: list[_Level]) -> bool:
+    """The same rules in force: the very same rule objects, in the same order."""
+    return a is b or (len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True)))
 
 
 def keep_files(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -48,7 +49,7 @@ from ..confine import Beneath, display
 from ..errors import RootgrepError
 from ..grep import DEFAULT_MAX_FILE_SIZE, cut_around, text_of
 from ..symbols import Symbol
-from ..walker import FileEntry, Walker, WalkOptions, order_key, path_batches
+from ..walker import Listings, Walker, WalkOptions, order_key, path_batches
 from . import cache as cache_mod
 from .cache import OPEN_LOCK, CachedIndex, CacheDir, IndexFolder
 from .plan import Q
@@ -350,6 +351,18 @@ class _Ticker:
             self.progress(examined, examined, f"{examined} files examined, {stats.read} read")
 
 
+# a re-sync's run of one directory's files: (directory fd, the prefix of their root-relative
+# paths, names, stats, keys), the stat and key None for a name that is not a regular file
+# within the size limit (``confine.stat_keyed``)
+_Run = tuple[
+    int,
+    bytes,
+    list[bytes],
+    list["os.stat_result | None"],
+    list["confine.FileKey | None"],
+]
+
+
 @dataclass
 class RootIndex:
     """One root's index. Thread-safe for readers; one sync at a time (and one writer per
@@ -390,6 +403,21 @@ class RootIndex:
     # the writer's own (under ``_sync_lock``): for one version of ``entries``, how many
     # entries each directory holds at any depth (built when first asked for)
     _dirs: tuple[Entries, dict[bytes, int]] | None = field(init=False, default=None)
+    # the writer's own: what the last full walk kept of each directory of the tree, so a
+    # re-sync lists again only the directories that changed (it stats every file)
+    # (kept from the second full walk on: a process that syncs once, a CLI's ``index``,
+    # pays nothing for them; ``_walks`` counts this object's full walks)
+    _listings: Listings = field(init=False, default_factory=Listings, repr=False)
+    _walks: int = field(init=False, default=0, repr=False)
+    # the writer's own: the runs of files the last full re-sync found as the state holds
+    # them, by directory prefix and first name: (the listing's names list, the state's keys
+    # of those files, how many of them the state holds), for ``_runs_of``, the version of
+    # ``entries`` they were checked against (kept up by each commit of this process: the
+    # runs of the directories it changed are dropped)
+    _runs: dict[bytes, dict[bytes, tuple[list[bytes], list[Any], int]]] = field(
+        init=False, default_factory=dict, repr=False
+    )
+    _runs_of: Entries | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.cache is None:
@@ -774,17 +802,54 @@ class RootIndex:
             deleted: list[bytes] = []
             before = len(base)
             walked: list[bytes] = []  # every file found (a list: cheaper than a set)
+            unread: list[tuple[bytes, list[bytes]]] = []  # runs found as kept: (prefix, names)
             known = 0  # how many of them the index already had
+            examined = 0
             files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, base)
-            get, found = base.getter(every=only is None), walked.append
-            for dirfd, entries in files:
-                tick(len(walked))
-                for name, rel, st in entries:
+            get: Callable[[bytes], Entry | None] | None = None  # (made when first needed)
+            found = walked.append
+            ticking = tick.progress is not None
+            quick = not base.pending  # (a pending entry is read again whatever its key)
+            if self._runs_of is not base:  # (a state loaded, or reset: nothing kept holds)
+                self._runs = {}
+            keeping = only is None and self._walks > 0  # (see ``_listings``)
+            runs, checked = self._runs, {} if keeping else None
+            for dirfd, prefix, names, sts, keys in files:
+                examined += len(names)
+                if ticking:
+                    tick(examined)
+                if quick and checked is not None:
+                    # a whole run at once: the same listing as last time (the very names
+                    # list ``Listings`` kept), and every file's key the one the state held
+                    # for it then and still holds (see ``_runs``)
+                    held = runs.get(prefix)
+                    kept = held.get(names[0]) if held is not None else None
+                    if kept is not None and kept[0] is names and keys == kept[1]:
+                        checked.setdefault(prefix, {})[names[0]] = kept
+                        unread.append((prefix, names))
+                        known += kept[2]
+                        continue
+                rels = [prefix + name for name in names]
+                if get is None:  # (a flat copy when the state has an overlay: once a sync)
+                    get = base.getter(every=only is None)
+                if quick and not changed:
+                    olds = list(map(get, rels))
+                    want = [None if old is None else old.key for old in olds]
+                    if keys == want:  # (None in both: not a file here, nor in the state)
+                        n = len(rels) - want.count(None)
+                        if checked is not None:
+                            checked.setdefault(prefix, {})[names[0]] = (names, want, n)
+                        walked.extend(rels)
+                        known += n
+                        continue
+                for name, rel, st, key in zip(names, rels, sts, keys, strict=True):
+                    if st is None:
+                        continue  # (no longer a regular file, or over the size limit)
                     found(rel)
                     old = get(rel) if not changed or rel not in changed else changed[rel]
                     if old is not None:
                         known += 1
-                        if old.key == (st.st_size, st.st_mtime_ns, st.st_ino) and not old.pending:
+                        if old.key == key and not old.pending:
                             continue
                     if writer is None:
                         writer = self._sync_writer()
@@ -803,7 +868,12 @@ class RootIndex:
                     else:
                         stats.updated += 1
                     changed[rel] = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
+            if checked is not None and (cancelled is None or not cancelled()):
+                self._runs = runs = checked  # (runs of directories no longer walked: dropped)
             if only is None:  # every entry the walk did not find is gone
+                if known != before:
+                    for prefix, names in unread:
+                        walked.extend([prefix + name for name in names])
                 gone = set() if known == before else set(base).difference(walked)
             else:
                 gone = set(only).difference(walked)
@@ -819,7 +889,7 @@ class RootIndex:
                 stats.removed += 1
             if cancelled is not None and cancelled():
                 return stats
-            tick.done(len(walked), stats)
+            tick.done(examined, stats)
             synced = time.time() if only is None else self.synced_at
             if not changed and not deleted:
                 if only is None and self.synced_at is None:
@@ -847,12 +917,15 @@ class RootIndex:
                     if self._writer is None:  # taking it next starts from that state)
                         writer.wait_merging_threads()  # let other processes write between syncs
                     writer = None
+                for rel in itertools.chain(changed, deleted):  # (their runs no longer hold)
+                    runs.pop(rel[: rel.rfind(b"/") + 1], None)
                 with self._lock:
                     self.index.reload()
                     self.entries = final
                     self.paths = final.paths
                     self.synced_at = synced
                 self._follow_dirs(base, final, changed, deleted)
+            self._runs_of = self.entries  # (the runs kept were checked against it)
         finally:
             if writer is not None:
                 writer.rollback()
@@ -894,21 +967,24 @@ class RootIndex:
                     dirs.pop(d, None)
         self._dirs = (final, dirs)
 
-    def _walk(
-        self, fs: Beneath, cancelled: Callable[[], bool] | None
-    ) -> Iterable[tuple[int, list[FileEntry]]]:
-        """(directory fd, its files with their stats), batch by batch."""
-        walker = Walker(fs, b"", WalkOptions(max_file_size=self.max_file_size))
-        for batch in walker.batches(lent=True):  # (each batch is done before the next)
-            with batch:
-                if cancelled is not None and cancelled():
-                    return
-                yield batch.fd, batch.files
+    def _walk(self, fs: Beneath, cancelled: Callable[[], bool] | None) -> Iterable[_Run]:
+        """Every file of the tree with its stat, run by run (``_Run``). The walk lists again
+        only the directories changed since the last one (``Listings``); every file is
+        stat'ed."""
+        listings = self._listings if self._walks > 0 else None
+        self._walks += 1
+        walker = Walker(fs, b"", WalkOptions(), listings=listings)
+        limit = self.max_file_size
+        for fd, prefix, names in walker.runs():  # (each run is done before the next)
+            if cancelled is not None and cancelled():
+                return
+            sts, keys = confine.stat_keyed(fd, names, limit)
+            yield fd, prefix, names, sts, keys
 
     def _stat_each(
         self, fs: Beneath, paths: Iterable[bytes], entries: Mapping[bytes, Entry]
-    ) -> Iterable[tuple[int, list[FileEntry]]]:
-        """(directory fd, files with their stats) for ``paths``, then for every other indexed
+    ) -> Iterable[_Run]:
+        """``_Run``s for ``paths``, then for every other indexed
         name of the same files (a hard link made or written through one name changes them
         all, and the watcher only names the one it saw). Only a file with more than one
         name (``st_nlink``) can have another: the entries are looked through for its
@@ -928,20 +1004,15 @@ class RootIndex:
         if others:
             yield from self._stat_batches(fs, Walker(fs).listed(others), set())
 
-    def _stat_batches(
-        self, fs: Beneath, paths: set[bytes], inos: set[int]
-    ) -> Iterable[tuple[int, list[FileEntry]]]:
+    def _stat_batches(self, fs: Beneath, paths: set[bytes], inos: set[int]) -> Iterable[_Run]:
         for batch in path_batches(fs, sorted(paths, key=order_key)):
             with batch:
-                files: list[FileEntry] = []
-                for fe in batch.files:
-                    st = confine.stat_regular_at(batch.fd, fe.name)
-                    if st is not None and st.st_size <= self.max_file_size:
-                        files.append(FileEntry(fe.name, fe.path, st))
-                        if st.st_nlink > 1:
-                            inos.add(st.st_ino)
-                if files:
-                    yield batch.fd, files
+                names = [fe.name for fe in batch.files]
+                sts, keys = confine.stat_keyed(batch.fd, names, self.max_file_size)
+                for st in sts:
+                    if st is not None and st.st_nlink > 1:
+                        inos.add(st.st_ino)
+                yield batch.fd, batch.dir + b"/" if batch.dir else b"", names, sts, keys
 
     def touch(self) -> None:
         """Mark the index as used now (the cache evicts the least recently used first)."""

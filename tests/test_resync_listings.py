@@ -1,0 +1,376 @@
+"""A re-sync lists again only the directories that changed (``walker.Listings``), and still
+finds every change of the tree: each test changes a real tree after a re-sync that used
+the kept listings, and checks the next re-sync against a walk that keeps nothing."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from rootgrep import confine
+from rootgrep.index.store import RootIndex, SyncStats
+from rootgrep.roots import Root, pin_root
+from rootgrep.walker import Listings, Walker, WalkOptions, list_files
+
+
+@pytest.fixture
+def settle_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listing is kept as soon as its directory's last change is older than the read (the
+    tests wait for the file system's clock to move on instead; see ``settled``)."""
+    monkeypatch.setattr(Listings, "SETTLE_NS", 0)
+
+
+def settled(tree: Path) -> None:
+    """Wait until the file system's clock has moved past every change made to ``tree`` so
+    far (its timestamps are coarser than the clock: a few ms), so a change made after
+    this never leaves a time as it was. The loop is a hang guard, not a threshold."""
+    newest = max(os.lstat(p).st_ctime_ns for p in [tree, *tree.rglob("*")])
+    probe = tree.parent / "clock-probe"
+    deadline = time.monotonic() + 10
+    while True:
+        probe.write_bytes(b"")
+        if os.stat(probe).st_ctime_ns > newest and time.time_ns() > newest:
+            return
+        assert time.monotonic() < deadline, "the file system's clock did not move"
+        time.sleep(0.001)
+
+
+class Counted:
+    """How many directories the walks list (every ``confine.scan_split``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = confine.scan_split
+
+        def counting(fd: int) -> tuple[list[confine.Listed], list[confine.Listed], bool]:
+            self.n += 1
+            return real(fd)
+
+        monkeypatch.setattr(confine, "scan_split", counting)
+
+    def take(self) -> int:
+        n, self.n = self.n, 0
+        return n
+
+
+def make_tree(base: Path) -> Path:
+    tree = base / "tree"
+    for d in ("a", "a/deep", "a/deep/er", "b", "c"):
+        (tree / d).mkdir(parents=True)
+    for rel in ("top.py", "a/one.py", "a/two.log", "a/deep/x.py", "a/deep/er/y.py",
+                "a/deep/er/z.log", "b/keep.py", "b/same.py", "c/c.py"):  # fmt: skip
+        (tree / rel).write_text(f"# {rel}\nvalue = 1\n")
+    (tree / ".gitignore").write_text("*.tmp\n")
+    return tree
+
+
+class Synced:
+    """A tree, its index, and the truth: what an index built from scratch would hold."""
+
+    def __init__(self, base: Path, tree: Path) -> None:
+        self.tree = tree
+        self.root: Root = pin_root(str(tree))
+        self.ix = RootIndex(str(base / "cache"), self.root.path)
+
+    def sync(self) -> SyncStats:
+        return self.ix.sync(self.root.fs)
+
+    def truth(self) -> list[bytes]:
+        return list_files(self.root.fs, max_file_size=self.ix.max_file_size)
+
+    def held(self) -> list[bytes]:
+        return sorted(self.ix.entries, key=lambda p: p.replace(b"/", b"\0"))
+
+
+@pytest.fixture
+def synced(tmp_path: Path, settle_now: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Synced]:
+    s = Synced(tmp_path, make_tree(tmp_path))
+    try:
+        settled(s.tree)
+        assert s.sync().added == 9
+        s.sync()  # (the listings are kept from a second full walk on)
+        yield s
+    finally:
+        s.root.close()
+
+
+def test_an_unchanged_tree_is_listed_once_then_only_where_it_changed(
+    tmp_path: Path, settle_now: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = Synced(tmp_path, make_tree(tmp_path))
+    try:
+        settled(s.tree)
+        counted = Counted(monkeypatch)
+        assert s.sync().added == 9
+        assert counted.take() == 6  # the root and its five directories
+        s.sync()  # (the listings are kept from a second full walk on)
+        assert counted.take() == 6
+        again = s.sync()
+        assert (again.read, again.added, again.removed) == (0, 0, 0)
+        assert counted.take() == 0  # nothing listed again: every file only stat'ed
+        (s.tree / "b" / "new.py").write_text("new = 1\n")
+        third = s.sync()
+        assert (third.read, third.added) == (1, 1)
+        assert counted.take() == 1  # only b
+        assert s.held() == s.truth()
+    finally:
+        s.root.close()
+
+
+def test_a_directory_changed_just_before_the_walk_is_listed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within ``SETTLE_NS`` of its last change a directory's listing is not kept: a second
+    change in the same tick of the file system's clock would leave its times as they
+    were."""
+    tree = make_tree(tmp_path)
+    (tree / ".gitignore").unlink()  # (rules read again would make those below listed again)
+    s = Synced(tmp_path, tree)
+    monkeypatch.setattr(Listings, "SETTLE_NS", 3600 * 10**9)
+    try:
+        counted = Counted(monkeypatch)
+        s.sync()
+        s.sync()
+        s.sync()
+        assert counted.take() == 18  # each of the six directories, every time
+    finally:
+        s.root.close()
+
+
+def _change_and_check(s: Synced, change: Callable[[Path], None], **want: int) -> SyncStats:
+    stats = s.sync()  # (this one uses the listings kept by the build)
+    assert (stats.read, stats.added, stats.removed) == (0, 0, 0)
+    change(s.tree)
+    stats = s.sync()
+    assert s.held() == s.truth()
+    for name, n in want.items():
+        assert getattr(stats, name) == n, (name, stats)
+    return stats
+
+
+def test_a_file_edited_in_place_with_the_same_size_is_read_again(synced: Synced) -> None:
+    path = synced.tree / "a" / "deep" / "er" / "y.py"
+    before = path.read_text()
+    _change_and_check(
+        synced, lambda t: path.write_text(before.replace("1", "2")), read=1, updated=1
+    )
+
+
+def test_a_file_replaced_by_rename_is_read_again(synced: Synced) -> None:
+    def replace(t: Path) -> None:
+        (t / "b" / ".new").write_text("# b/same.py\nvalue = 1\n")  # same size, new inode
+        os.rename(t / "b" / ".new", t / "b" / "same.py")
+
+    _change_and_check(synced, replace, read=1, updated=1)
+
+
+def test_added_and_removed_files_are_found(synced: Synced) -> None:
+    def change(t: Path) -> None:
+        (t / "a" / "deep" / "er" / "w.py").write_text("w = 1\n")
+        (t / "c" / "c.py").unlink()
+
+    _change_and_check(synced, change, added=1, removed=1)
+
+
+def test_a_new_ignore_file_in_a_directory_applies_below_it(synced: Synced) -> None:
+    _change_and_check(
+        synced, lambda t: (t / "a" / "deep" / ".ignore").write_text("y.py\n"), removed=1
+    )
+    assert b"a/deep/er/y.py" not in synced.ix.entries
+
+
+def test_an_ignore_file_edited_in_place_above_applies_deep_below(synced: Synced) -> None:
+    """Editing the root's .gitignore changes no directory's mtime: its own key is checked,
+    and every directory below gets the new rules."""
+    path = synced.tree / ".gitignore"
+    _change_and_check(synced, lambda t: path.write_text("*.tmp\ny.py\n"), removed=1)
+    assert b"a/deep/er/y.py" not in synced.ix.entries
+    _change_and_check(synced, lambda t: path.write_text("*.tmp\n"), added=1)
+    assert b"a/deep/er/y.py" in synced.ix.entries
+
+
+def test_an_ignore_file_edited_with_its_times_set_back_is_read_again(synced: Synced) -> None:
+    path = synced.tree / "a" / ".gitignore"
+    path.write_text("#\n")
+    settled(synced.tree)
+    synced.sync()
+    st = os.stat(path)
+
+    def change(t: Path) -> None:
+        path.write_text("x.py\n")  # same size
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    _change_and_check(synced, change, removed=1)
+    assert b"a/deep/x.py" not in synced.ix.entries
+
+
+def test_a_directory_renamed_is_found_under_its_new_name(synced: Synced) -> None:
+    _change_and_check(
+        synced, lambda t: os.rename(t / "a" / "deep", t / "a" / "moved"), added=3, removed=3
+    )
+    assert b"a/moved/er/y.py" in synced.ix.entries
+
+
+def test_two_directories_swapped_by_rename_are_found(synced: Synced) -> None:
+    """b and c swap places: each name now holds the other directory (its own inode)."""
+
+    def swap(t: Path) -> None:
+        os.rename(t / "b", t / "tmp")
+        os.rename(t / "c", t / "b")
+        os.rename(t / "tmp", t / "c")
+
+    _change_and_check(synced, swap, added=3, removed=3)
+
+
+def test_a_symlink_swapped_for_a_directory_and_back(synced: Synced) -> None:
+    def to_link(t: Path) -> None:
+        os.rename(t / "c", t / "c-real")
+        os.symlink("c-real", t / "c")
+
+    _change_and_check(synced, to_link)  # c/c.py gone, c-real/c.py there
+
+    def to_dir(t: Path) -> None:
+        os.unlink(t / "c")
+        os.rename(t / "c-real", t / "c")
+
+    _change_and_check(synced, to_dir)
+    assert b"c/c.py" in synced.ix.entries
+
+
+def test_a_file_swapped_for_a_symlink_is_dropped(synced: Synced) -> None:
+    def change(t: Path) -> None:
+        os.unlink(t / "b" / "keep.py")
+        os.symlink("same.py", t / "b" / "keep.py")
+
+    _change_and_check(synced, change, removed=1)
+
+
+def test_a_file_added_with_the_directory_times_set_back_is_found(synced: Synced) -> None:
+    """``touch -d`` on the directory restores its mtime: its ctime still moved."""
+    d = synced.tree / "a" / "deep"
+    st = os.stat(d)
+
+    def change(t: Path) -> None:
+        (d / "hidden-by-time.py").write_text("h = 1\n")
+        os.utime(d, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert os.stat(d).st_mtime_ns == st.st_mtime_ns
+
+    _change_and_check(synced, change, added=1)
+
+
+def test_a_mode_change_is_seen_as_a_fresh_walk_sees_it(synced: Synced) -> None:
+    """A directory made unreadable and a file made unreadable: the re-sync answers what a
+    walk that keeps nothing answers (for root, both are still read)."""
+
+    def change(t: Path) -> None:
+        os.chmod(t / "a" / "deep", 0)
+        os.chmod(t / "b" / "keep.py", 0)
+
+    try:
+        _change_and_check(synced, change)
+    finally:
+        os.chmod(synced.tree / "a" / "deep", 0o755)
+        os.chmod(synced.tree / "b" / "keep.py", 0o644)
+
+
+def test_a_file_grown_past_the_size_limit_is_dropped(synced: Synced) -> None:
+    synced.ix.max_file_size = 64
+    _change_and_check(synced, lambda t: (t / "c" / "c.py").write_text("x" * 100), removed=1)
+
+
+def _restore(path: Path, text: str, st: os.stat_result) -> None:
+    """Write ``text`` back in place (same inode) and set the times back: the file's key
+    (size, mtime_ns, inode) is again the one ``st`` had."""
+    path.write_text(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_mtime_ns == st.st_mtime_ns and os.stat(path).st_ino == st.st_ino
+
+
+def test_a_run_changed_by_a_partial_sync_is_checked_against_the_state_again(
+    synced: Synced,
+) -> None:
+    """A full re-sync keeps each run of files it found as the state holds them; a sync of a
+    few paths (the watcher's) that changes one of them must drop that run: here the file
+    then gets its old key back, so only the state (which holds the edit) tells."""
+    path = synced.tree / "b" / "keep.py"
+    text, st = path.read_text(), os.stat(path)
+    assert synced.sync().read == 0  # (the runs are kept now)
+    path.write_text(text.replace("1", "9"))
+    assert synced.ix.sync(synced.root.fs, only=[b"b/keep.py"]).updated == 1
+    _restore(path, text, st)
+    again = synced.sync()
+    assert (again.read, again.updated) == (1, 1)
+    assert synced.ix.entries[b"b/keep.py"].key == (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def test_a_run_changed_by_another_process_is_checked_against_its_state(
+    synced: Synced, tmp_path: Path
+) -> None:
+    """The same, the edit indexed by another process's sync of the same index: the state
+    this one loads from it holds the edit."""
+    path = synced.tree / "b" / "keep.py"
+    text, st = path.read_text(), os.stat(path)
+    assert synced.sync().read == 0
+    path.write_text(text.replace("1", "9"))
+    other = RootIndex(str(tmp_path / "cache"), synced.root.path)
+    assert other.sync(synced.root.fs).updated == 1
+    _restore(path, text, st)
+    again = synced.sync()
+    assert (again.read, again.updated) == (1, 1)
+
+
+def test_a_file_over_the_size_limit_that_shrinks_under_it_is_added(synced: Synced) -> None:
+    """A run holding a file over the limit (in neither the keys nor the state) is kept
+    too; the file's own stat still tells when it comes under the limit."""
+    synced.ix.max_file_size = 64
+    big = synced.tree / "b" / "big.py"
+    big.write_text("x" * 100)
+    settled(synced.tree)
+    synced.sync()
+    assert b"b/big.py" not in synced.ix.entries
+    _change_and_check(synced, lambda t: big.write_text("x" * 10), added=1)
+
+
+def test_runs_with_kept_listings_give_the_walk_and_other_walks_stay_whole(
+    tmp_path: Path, settle_now: None
+) -> None:
+    """``Walker.runs`` from kept listings yields exactly the files of a walk that keeps
+    nothing; the same walker's other walks (which need every entry) never use them."""
+    tree = make_tree(tmp_path)
+    settled(tree)
+    root = pin_root(str(tree))
+    try:
+        fs, listings = root.fs, Listings()
+        want = list_files(fs)
+        for _ in range(2):
+            w = Walker(fs, b"", WalkOptions(), listings=listings)
+            assert [prefix + n for _fd, prefix, names in w.runs() for n in names] == want
+        assert len(listings) == 6
+        w = Walker(fs, b"", WalkOptions(), listings=listings)
+        assert [f.path for f in w.files()] == want
+        assert list(w.tree_entries(9)) == list(Walker(fs).tree_entries(9))
+    finally:
+        root.close()
+
+
+def test_stat_keyed_keeps_only_regular_files_within_the_limit(tmp_path: Path) -> None:
+    """One stat per name; a name gone, too large, a directory or a link has no key (a gone
+    one makes the run's stats go name by name)."""
+    (tmp_path / "a").write_bytes(b"12345")
+    (tmp_path / "big").write_bytes(b"x" * 11)
+    (tmp_path / "d").mkdir()
+    os.symlink("a", tmp_path / "l")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        sts, keys = confine.stat_keyed(fd, [b"a", b"big", b"d", b"l", b"gone"], 10)
+        st = os.stat(tmp_path / "a")
+        assert keys == [(5, st.st_mtime_ns, st.st_ino), None, None, None, None]
+        assert sts[0] is not None and sts[0].st_ino == st.st_ino and sts[1:] == [None] * 4
+        sts, keys = confine.stat_keyed(fd, [b"a", b"big"], 10)  # (nothing gone: one pass)
+        assert keys == [(5, st.st_mtime_ns, st.st_ino), None] and sts[1] is None
+    finally:
+        os.close(fd)
