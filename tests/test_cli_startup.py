@@ -28,6 +28,7 @@ NOT_NEEDED = (
 NOT_NEEDED_ASKING = (
     *NOT_NEEDED, "rootgrep.index.store", "rootgrep.index.manager",
     "rootgrep.index.state", "rootgrep.index.plan", "selectors",
+    "json",  # (the daemon's wire is words, not JSON)
 )  # fmt: skip
 
 
