@@ -88,7 +88,8 @@ marks = [(clock(), cpu())]
 from rootgrep import cli
 gc.freeze(); gc.enable()
 marks.append((clock(), cpu()))
-a = cli._grep_parser().parse_intermixed_args(sys.argv[1:])
+words = cli._attach_values(sys.argv[1:])
+a = cli._quick_grep_args(words) or cli._grep_parser().parse_intermixed_args(words)
 marks.append((clock(), cpu()))
 m = cli.Matcher(cli._query_of(a.args[:1], a, 0, 0))
 target = cli._open_target(a.args[1], True, "within")
