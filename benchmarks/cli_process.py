@@ -93,7 +93,7 @@ a = cli._quick_grep_args(words) or cli._grep_parser().parse_intermixed_args(word
 marks.append((clock(), cpu()))
 m = cli.Matcher(cli._query_of(a.args[:1], a, 0, 0))
 target = cli._open_target(a.args[1], True, "within")
-src = cli._Source(a, target, m.query)
+src = cli._Source(a, target, m)
 marks.append((clock(), cpu()))
 buf = io.BytesIO()
 sink = cli._Sink(buf, a, 0, True)

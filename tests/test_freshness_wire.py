@@ -4,6 +4,9 @@ refused, and the asker then scans live."""
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 
 from rootgrep.index.freshness import (
@@ -62,3 +65,43 @@ def test_an_answer_header_reads_back() -> None:
 def test_an_answer_of_another_version_or_garbage_is_refused(line: bytes) -> None:
     with pytest.raises(ValueError):
         _parse_answer(line)
+
+
+def test_the_askers_own_work_overlaps_the_daemons(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``meanwhile`` (the CLI compiles its candidates' scan there: RE2's import) runs once
+    the request is sent, while the daemon works on it, not after its answer is read: here
+    the daemon answers only once the asker's ``meanwhile`` has run (a wait that is a hang
+    guard only: it returns as soon as it has)."""
+    from rootgrep.index.freshness import FreshnessServer, ask_fresh
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text("frobnicate_widget = 1\n")
+    (tree / "b.py").write_text("other = 2\n")
+    cache = str(tmp_path / "cache")
+    r = pin_root(str(tree))
+    manager = IndexManager(cache, hold_writer=True)
+    server = FreshnessServer(manager)
+    ran = threading.Event()
+    seen: list[bool] = []
+    answer = server.answer
+
+    def answer_after_meanwhile(root_path: bytes, request: dict) -> tuple[dict, list[bytes]]:  # type: ignore[type-arg]
+        seen.append(ran.wait(30))
+        return answer(root_path, request)
+
+    monkeypatch.setattr(server, "answer", answer_after_meanwhile)
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        assert server.serve(r.path) is None
+        query = {"pattern": "frobnicate_widget", "regex": False, "case_sensitive": True}
+        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20, meanwhile=ran.set)
+        assert found is not None, why
+        assert found.paths == [b"a.py"] and seen == [True]
+    finally:
+        server.close()
+        manager.close()
+        r.close()

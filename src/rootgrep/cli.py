@@ -1054,7 +1054,7 @@ def _grep(args: argparse.Namespace) -> int:
                     target.start,
                     WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore),
                 )
-                source = _Source(args, target, matcher.query)
+                source = _Source(args, target, matcher)
                 batches = source.batches if source.batches is not None else walker.batches()
                 if rules is not None and not target.is_file:  # (a file PATH: always searched)
                     batches = _glob_batches(batches, target, rules)
@@ -1114,7 +1114,7 @@ class _Source:
     read and matched now, so the answer is a live scan's), else a live walk; ``why`` says
     which and why. ``batches`` is None for a live walk."""
 
-    def __init__(self, args: argparse.Namespace, target: _Target, query: GrepQuery) -> None:
+    def __init__(self, args: argparse.Namespace, target: _Target, matcher: Matcher) -> None:
         self.batches: Iterator[DirBatch] | None = None
         self.join = True
         self.held = 0  # files the index holds for the PATH (a walk counts its own)
@@ -1127,15 +1127,24 @@ class _Source:
         elif args.hidden or args.no_ignore:
             self.why = "--hidden/--no-ignore (an index holds what a default walk lists)"
         else:
-            self._open(args, target, query)
+            self._open(args, target, matcher)
 
-    def _open(self, args: argparse.Namespace, target: _Target, query: GrepQuery) -> None:
+    def _open(self, args: argparse.Namespace, target: _Target, matcher: Matcher) -> None:
         from .index.freshness import ask_fresh, default_cache_dir
 
         cache = args.cache_dir or default_cache_dir()
+        query = matcher.query
         q = {"pattern": query.pattern, "regex": query.regex, "case_sensitive": query.case_sensitive}
+
+        def meanwhile() -> None:
+            # while the daemon answers: compile the scan that tests its candidates (for a
+            # literal, RE2's import and compile are 2 ms; ``may_match`` compiles it once)
+            matcher.may_match(b"")
+
         try:
-            fresh, self.why = ask_fresh(cache, target.root, q, max_file_size=args.max_file_size)
+            fresh, self.why = ask_fresh(
+                cache, target.root, q, max_file_size=args.max_file_size, meanwhile=meanwhile
+            )
         except (OSError, RootgrepError) as e:  # (an index is an optimisation: scan live)
             self.why = f"the index could not be asked ({_describe(e)})"
             return
