@@ -105,3 +105,34 @@ def test_the_askers_own_work_overlaps_the_daemons(tmp_path: Path, monkeypatch) -
         server.close()
         manager.close()
         r.close()
+
+
+def test_a_long_pattern_is_still_answered_from_the_index(tmp_path: Path) -> None:
+    """A request line holds the pattern in base64 (a third longer than the pattern): a
+    pattern of 60 KiB (80 KiB on the wire, over the 64 KiB a JSON request line had) is still
+    answered by the daemon, not refused as a line too long (the asker would scan live)."""
+    from rootgrep.index.freshness import FreshnessServer, ask_fresh
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+
+    word = "frobnicate_" + "x" * (60 << 10)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text(word + "\n")
+    (tree / "b.py").write_text("other = 2\n")
+    cache = str(tmp_path / "cache")
+    r = pin_root(str(tree))
+    manager = IndexManager(cache, hold_writer=True)
+    server = FreshnessServer(manager)
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        assert server.serve(r.path) is None
+        query = {"pattern": word, "regex": False, "case_sensitive": True}
+        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20)
+        assert found is not None, why
+        assert found.paths == [b"a.py"]
+    finally:
+        server.close()
+        manager.close()
+        r.close()

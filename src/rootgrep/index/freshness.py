@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 SOCKET_NAME = "daemon.sock"
 PROTOCOL = 2  # (1: JSON lines)
 MAX_DIRTY = 20_000  # more unfolded changes than this: not fresh (the answer stays small)
-MAX_LINE = 64 << 10  # a request line
+MAX_LINE = 1 << 20  # a request line (a pattern of up to grep.MAX_PATTERN_BYTES, in base64)
 MAX_ANSWER = 1 << 30  # the paths of an answer (NUL-separated); an index of 10M files fits
 TIMEOUT_SECONDS = 5.0  # hang guard on either side of one exchange
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
