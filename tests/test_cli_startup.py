@@ -20,12 +20,15 @@ NOT_NEEDED = (
     # OpenSSL's hashlib (sha256 of a root's path), urllib.parse (a root's URI), base64 (the
     # daemon's protocol)
     "dataclasses", "inspect", "hashlib", "urllib", "ipaddress", "base64", "socket", "threading",
+    # nor argparse (with gettext and locale) for the flags a grep is mostly given
+    "argparse", "gettext", "locale",
 )  # fmt: skip
 # a grep the daemon answers: nothing of the index itself (RE2 is loaded: its scan tests the
 # index's candidates, most of which do not hold the literal, faster than bytes.find)
 NOT_NEEDED_ASKING = (
     *NOT_NEEDED, "rootgrep.index.store", "rootgrep.index.manager",
     "rootgrep.index.state", "rootgrep.index.plan", "selectors",
+    "json",  # (the daemon's wire is words, not JSON)
 )  # fmt: skip
 
 

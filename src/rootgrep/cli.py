@@ -6,15 +6,15 @@ stderr). Logs go to stderr; stdout carries only results.
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import re as _re
 import stat
 import sys
 import time
+import types
 from collections.abc import Iterator, Sequence
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import __version__
 from .confine import display
@@ -22,6 +22,9 @@ from .errors import InvalidPattern, RootgrepError
 from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Matcher, run_grep
 from .roots import Root, pin_root
 from .walker import DirBatch, FileEntry, Walker, WalkOptions, keep_files
+
+if TYPE_CHECKING:  # (argparse is imported by each parser: a plain grep reads its flags
+    import argparse  # with ``_quick_grep_args``, and argparse costs 3 ms of its start-up)
 
 MAX_ANSWER_CHARS = 100_000  # (text and structured copy stay under the SDK's 1 MiB message limit)
 
@@ -38,6 +41,8 @@ VERBS = {
 
 
 def _top_parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(
         prog="rootgrep",
         description="Root-confined code search. Verbs: "
@@ -55,19 +60,20 @@ PATH, a directory that could not be read), also when other PATHs matched (as rg)
 Output is sorted by path (like `rg --sort path`); line numbers are always shown."""
 
 
-class _GrepHelp(argparse.RawDescriptionHelpFormatter):
-    """argparse's formatter without ``shutil`` (argparse makes one per ``add_argument``,
-    and the default asks ``shutil.get_terminal_size``: 2 ms of imports at every start)."""
-
-    def __init__(self, prog: str) -> None:
-        try:
-            width = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(2).columns
-        except (ValueError, OSError):
-            width = 80
-        super().__init__(prog, width=max(width - 2, 20))
-
-
 def _grep_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    class _GrepHelp(argparse.RawDescriptionHelpFormatter):
+        """argparse's formatter without ``shutil`` (argparse makes one per ``add_argument``,
+        and the default asks ``shutil.get_terminal_size``: 2 ms of imports at every start)."""
+
+        def __init__(self, prog: str) -> None:
+            try:
+                width = int(os.environ.get("COLUMNS", "")) or os.get_terminal_size(2).columns
+            except (ValueError, OSError):
+                width = 80
+            super().__init__(prog, width=max(width - 2, 20))
+
     g = argparse.ArgumentParser(
         prog="rootgrep grep",
         usage="rootgrep grep [OPTIONS] PATTERN [PATH ...]\n"
@@ -206,7 +212,103 @@ def _grep_parser() -> argparse.ArgumentParser:
     return g
 
 
+# ``rootgrep grep``'s flags as ``_grep_parser`` declares them, for ``_quick_grep_args``: each
+# option string → (dest, how, const); how is "const" (store ``const``), "append", "str",
+# "int" (take a value) or a tuple of the choices. test_cli_quick_args keeps this table and
+# the defaults equal to the parser's actions.
+_GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
+    name: (dest, how, const)
+    for names, dest, how, const in (
+        (("-e", "--regexp"), "patterns", "append", None),
+        (("-F", "--fixed-strings"), "fixed_strings", "const", True),
+        (("-i", "--ignore-case"), "case", "const", "insensitive"),
+        (("-s", "--case-sensitive"), "case", "const", "sensitive"),
+        (("-S", "--smart-case"), "case", "const", "smart"),
+        (("-w", "--word-regexp"), "word_regexp", "const", True),
+        (("-A", "--after-context"), "after", "int", None),
+        (("-B", "--before-context"), "before", "int", None),
+        (("-C", "--context"), "context", "int", None),
+        (("-l", "--files-with-matches"), "mode", "const", "files"),
+        (("-c", "--count"), "mode", "const", "count"),
+        (("-g", "--glob"), "globs", "append", None),
+        (("--hidden",), "hidden", "const", True),
+        (("--no-ignore",), "no_ignore", "const", True),
+        (("--json",), "json", "const", True),
+        (("-M", "--max-columns"), "max_columns", "int", None),
+        (("-H", "--with-filename"), "with_filename", "const", True),
+        (("-I", "--no-filename"), "with_filename", "const", False),
+        (("-n", "--line-number"), "line_number", "const", True),
+        (("--no-heading",), "no_heading", "const", True),
+        (("--sort",), "sort", ("path",), None),
+        (("--max-file-size",), "max_file_size", "int", None),
+        (("--symlinks",), "symlinks", ("within", "never"), None),
+        (("--no-index",), "no_index", "const", True),
+        (("--stats",), "stats", "const", True),
+        (("--cache-dir",), "cache_dir", "str", None),
+        (("--threads",), "threads", "int", None),
+    )
+    for name in names
+}
+_GREP_DEFAULTS: dict[str, Any] = {
+    "args": [], "patterns": [], "fixed_strings": False, "case": None, "word_regexp": False,
+    "after": None, "before": None, "context": None, "mode": None, "globs": [],
+    "hidden": False, "no_ignore": False, "json": False, "max_columns": 0,
+    "with_filename": None, "line_number": False, "no_heading": False, "sort": None,
+    "max_file_size": DEFAULT_MAX_FILE_SIZE, "symlinks": "within", "no_index": False,
+    "stats": False, "cache_dir": None, "threads": None,
+}  # fmt: skip
+
+
+def _quick_grep_args(argv: list[str]) -> Any:
+    """``_grep_parser().parse_intermixed_args(argv)``'s namespace (the same attributes and
+    values) without argparse, for the words a grep is mostly given: exact option strings
+    (``--name=value`` too), each value in the next word unless it starts with a dash, and
+    words without a leading dash as PATTERN and PATHs. Anything else (help, an abbreviated
+    or bundled flag, ``--``, a value argparse would refuse or read otherwise) gives None:
+    argparse then parses the words and says what is wrong. (Building argparse's parser
+    and importing it, with gettext and locale, were 3 ms of every grep's start.)"""
+    values = {k: list(v) if isinstance(v, list) else v for k, v in _GREP_DEFAULTS.items()}
+    i, n = 0, len(argv)
+    while i < n:
+        word = argv[i]
+        i += 1
+        if not word.startswith("-"):
+            values["args"].append(word)
+            continue
+        name, eq, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        spec = _GREP_FLAGS.get(name)
+        if spec is None:
+            return None
+        dest, how, const = spec
+        if how == "const":
+            if eq:
+                return None
+            values[dest] = const
+            continue
+        if not eq:
+            if i >= n or argv[i].startswith("-"):
+                return None
+            value = argv[i]
+            i += 1
+        if how == "append":
+            values[dest].append(value)
+        elif how == "str":
+            values[dest] = value
+        elif how == "int":
+            try:
+                values[dest] = int(value)
+            except ValueError:
+                return None
+        elif value in how:
+            values[dest] = value
+        else:
+            return None
+    return types.SimpleNamespace(**values)
+
+
 def _serve_parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="rootgrep serve", description=VERBS["serve"])
     p.add_argument(
         "--root",
@@ -539,6 +641,8 @@ def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
 
 
 def _index_parser(verb: str) -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog=f"rootgrep {verb}", description=VERBS[verb])
     if verb == "search":
         p.add_argument(
@@ -713,6 +817,8 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _symbols_parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="rootgrep symbols", description=VERBS["symbols"])
     p.add_argument("name", help="the identifier whose definitions to find")
     p.add_argument("dirs", nargs="*", metavar="DIR", help="directories to look in (default: .)")
@@ -757,6 +863,8 @@ def _symbols(args: argparse.Namespace) -> int:
 
 
 def _outline_parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="rootgrep outline", description=VERBS["outline"])
     p.add_argument("file", help="a source file")
     p.add_argument("--json", action="store_true", help="the outline as one JSON object")
@@ -841,10 +949,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if verb == "status":
             return _status(_index_parser("status").parse_args(rest))
         if verb == "grep":
-            gp = _grep_parser()
             rest = _attach_values(rest)
-            # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"
-            return _grep(gp.parse_args(rest) if "--" in rest else gp.parse_intermixed_args(rest))
+            args = _quick_grep_args(rest)
+            if args is None:
+                gp = _grep_parser()
+                # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"
+                args = gp.parse_args(rest) if "--" in rest else gp.parse_intermixed_args(rest)
+            return _grep(args)
     except RootgrepError as e:
         print(f"rootgrep: {_one_line(str(e))}", file=sys.stderr)
         return 2
@@ -943,7 +1054,7 @@ def _grep(args: argparse.Namespace) -> int:
                     target.start,
                     WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore),
                 )
-                source = _Source(args, target, matcher.query)
+                source = _Source(args, target, matcher)
                 batches = source.batches if source.batches is not None else walker.batches()
                 if rules is not None and not target.is_file:  # (a file PATH: always searched)
                     batches = _glob_batches(batches, target, rules)
@@ -1003,7 +1114,7 @@ class _Source:
     read and matched now, so the answer is a live scan's), else a live walk; ``why`` says
     which and why. ``batches`` is None for a live walk."""
 
-    def __init__(self, args: argparse.Namespace, target: _Target, query: GrepQuery) -> None:
+    def __init__(self, args: argparse.Namespace, target: _Target, matcher: Matcher) -> None:
         self.batches: Iterator[DirBatch] | None = None
         self.join = True
         self.held = 0  # files the index holds for the PATH (a walk counts its own)
@@ -1016,15 +1127,24 @@ class _Source:
         elif args.hidden or args.no_ignore:
             self.why = "--hidden/--no-ignore (an index holds what a default walk lists)"
         else:
-            self._open(args, target, query)
+            self._open(args, target, matcher)
 
-    def _open(self, args: argparse.Namespace, target: _Target, query: GrepQuery) -> None:
+    def _open(self, args: argparse.Namespace, target: _Target, matcher: Matcher) -> None:
         from .index.freshness import ask_fresh, default_cache_dir
 
         cache = args.cache_dir or default_cache_dir()
+        query = matcher.query
         q = {"pattern": query.pattern, "regex": query.regex, "case_sensitive": query.case_sensitive}
+
+        def meanwhile() -> None:
+            # while the daemon answers: compile the scan that tests its candidates (for a
+            # literal, RE2's import and compile are 2 ms; ``may_match`` compiles it once)
+            matcher.may_match(b"")
+
         try:
-            fresh, self.why = ask_fresh(cache, target.root, q, max_file_size=args.max_file_size)
+            fresh, self.why = ask_fresh(
+                cache, target.root, q, max_file_size=args.max_file_size, meanwhile=meanwhile
+            )
         except (OSError, RootgrepError) as e:  # (an index is an optimisation: scan live)
             self.why = f"the index could not be asked ({_describe(e)})"
             return

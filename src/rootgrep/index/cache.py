@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import re
 import stat as stat_mod
@@ -538,6 +537,8 @@ def read_whole(fs: Beneath, name: bytes) -> bytes | None:
 def _json(data: bytes | None) -> dict[str, Any] | None:
     if data is None:
         return None
+    import json  # (here: a CLI grep asking a daemon opens the cache but reads no JSON)
+
     try:
         obj = json.loads(data)
     except ValueError:

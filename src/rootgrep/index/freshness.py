@@ -15,6 +15,12 @@ matches it now: the answer equals a live scan's, and the asker never opens the i
 writer, no state file, no tantivy import: a rare literal on the standard library answers in
 tens of milliseconds).
 
+The wire is two lines of words, not JSON (the asker's start would import ``json``, 1 ms of a
+CLI grep): the request ``PROTOCOL root place dev ino pattern regex case_sensitive`` (paths
+and the pattern in base64, flags 0 or 1); the answer ``1 pid max_file_size changed held
+narrowed bytes`` followed by that many bytes of NUL-separated paths, or ``0 why``. A daemon
+and an asker of other versions do not understand each other: the asker then scans live.
+
 Not fresh (no daemon, a daemon still building, a watcher that lost events or is capped, an
 ignore file edited and not yet folded, more than ``MAX_DIRTY`` unfolded changes, a directory
 the index does not hold exactly): the asker scans live and says why.
@@ -26,10 +32,9 @@ import _socket  # (the C module: ``socket``'s enum set-up costs the CLI's start-
 import binascii  # (``base64``'s C half: ``base64`` itself imports ``re`` and ``struct``)
 import contextlib
 import errno
-import json
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..confine import display, strip_prefix
@@ -44,9 +49,9 @@ if TYPE_CHECKING:
     from .manager import IndexManager
 
 SOCKET_NAME = "daemon.sock"
-PROTOCOL = 1
+PROTOCOL = 2  # (1: JSON lines)
 MAX_DIRTY = 20_000  # more unfolded changes than this: not fresh (the answer stays small)
-MAX_LINE = 64 << 10  # a request line
+MAX_LINE = 1 << 20  # a request line (a pattern of up to grep.MAX_PATTERN_BYTES, in base64)
 MAX_ANSWER = 1 << 30  # the paths of an answer (NUL-separated); an index of 10M files fits
 TIMEOUT_SECONDS = 5.0  # hang guard on either side of one exchange
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
@@ -95,6 +100,56 @@ def _read_line(conn: socket.socket, limit: int) -> bytes:
         if len(buf) > limit:
             raise ValueError("line too long")
     return bytes(buf).partition(b"\n")[0]
+
+
+def _flag(word: bytes) -> bool:
+    if word not in (b"0", b"1"):
+        raise ValueError("not a flag")
+    return word == b"1"
+
+
+def _request_line(request: dict[str, Any]) -> bytes:
+    """A request (``v``, ``root`` and ``place`` in base64, ``dev``, ``ino``, ``q``: ``pattern``,
+    ``regex``, ``case_sensitive``) as its line on the wire; ``_parse_request`` reads it back."""
+    q = request["q"]
+    pattern = _b64(str(q["pattern"]).encode("utf-8", "surrogatepass"))
+    words = (str(request["v"]), request["root"], request["place"], str(int(request["dev"])),
+             str(int(request["ino"])), pattern, "1" if q["regex"] else "0",
+             "1" if q["case_sensitive"] else "0")  # fmt: skip
+    return " ".join(words).encode("ascii") + b"\n"
+
+
+def _parse_request(line: bytes) -> dict[str, Any]:
+    words = line.split(b" ")
+    if len(words) != 8 or words[0] != str(PROTOCOL).encode():
+        raise ValueError("a request of another version of rootgrep")
+    _v, root, place, dev, ino, pattern, regex, case = words
+    q = {"pattern": _unb64(pattern.decode("ascii")).decode("utf-8", "surrogatepass"),
+         "regex": _flag(regex), "case_sensitive": _flag(case)}  # fmt: skip
+    return {"v": PROTOCOL, "root": root.decode("ascii"), "place": place.decode("ascii"),
+            "dev": int(dev), "ino": int(ino), "q": q}  # fmt: skip
+
+
+def _answer_line(answer: dict[str, Any], size: int) -> bytes:
+    """An answer's first line: fresh, with its counts and the size of the paths that follow;
+    or not, and why (on one line)."""
+    if not answer.get("fresh"):
+        why = " ".join(str(answer.get("why") or "not fresh").split())
+        return b"0 " + why.encode("utf-8", "replace") + b"\n"
+    counts = (answer["pid"], answer["max_file_size"], answer["changed"], answer["held"])
+    return b"1 %d %d %d %d %d %d\n" % (*counts, 1 if answer["narrowed"] else 0, size)
+
+
+def _parse_answer(line: bytes) -> dict[str, Any]:
+    fresh, _, rest = line.partition(b" ")
+    if fresh == b"0":
+        return {"fresh": False, "why": rest.decode("utf-8", "replace")}
+    words = rest.split(b" ")
+    if fresh != b"1" or len(words) != 6:
+        raise ValueError("not an answer")
+    pid, max_file_size, changed, held, narrowed, size = map(int, words)
+    return {"fresh": True, "pid": pid, "max_file_size": max_file_size, "changed": changed,
+            "held": held, "narrowed": narrowed == 1, "bytes": size}  # fmt: skip
 
 
 # -- the daemon's side -------------------------------------------------------------------------
@@ -202,19 +257,17 @@ class FreshnessServer:
         conn.settimeout(TIMEOUT_SECONDS)
         if _peer_uid(conn) != os.geteuid():
             return  # (the cache dir is 0700; a peer of another uid is refused all the same)
-        request = json.loads(_read_line(conn, MAX_LINE) or b"null")
+        line = _read_line(conn, MAX_LINE)
         paths: list[bytes] = []
         try:
-            if not isinstance(request, dict) or request.get("v") != PROTOCOL:
-                raise ValueError("a request of another version of rootgrep")
+            request = _parse_request(line)
             if _unb64(request.get("root")) != served.root_path:
                 raise ValueError("the request names another root")
             answer, paths = self.answer(served.root_path, request)
         except Exception as e:  # (a bad request, or the index failed: the asker scans live)
             answer = {"fresh": False, "why": f"{type(e).__name__}: {e}"}
         blob = b"\0".join(paths)
-        answer["bytes"] = len(blob)
-        conn.sendall(json.dumps(answer, separators=(",", ":")).encode() + b"\n" + blob)
+        conn.sendall(_answer_line(answer, len(blob)) + blob)
 
     def answer(
         self, root_path: bytes, request: dict[str, Any]
@@ -328,12 +381,20 @@ class FreshAnswer:
 
 
 def ask_fresh(
-    cache_dir: str, target: Root, query: dict[str, Any], *, max_file_size: int
+    cache_dir: str,
+    target: Root,
+    query: dict[str, Any],
+    *,
+    max_file_size: int,
+    meanwhile: Callable[[], object] | None = None,
 ) -> tuple[FreshAnswer | None, str]:
     """The files of ``target`` that can match ``query`` (``pattern``, ``regex``,
     ``case_sensitive``), from the index of it (or of a directory above it) that a running
     daemon keeps fresh; or None and why not (the grep then scans live). Nothing in the cache
-    is created or written; an index folder is only locked shared while its daemon is asked."""
+    is created or written; an index folder is only locked shared while its daemon is asked.
+    ``meanwhile`` is called when a request is sent, before its answer is read (again for each
+    daemon asked): the asker's own work overlaps the daemon's (the CLI compiles its scan
+    then: RE2's import, 2 ms)."""
     try:
         cache = CacheDir.open(cache_dir, create=False)
     except RootgrepError as e:
@@ -346,7 +407,7 @@ def ask_fresh(
         for above in _self_and_ancestors(target.path):
             if folder_name(above) not in names:
                 continue
-            found, why = _ask_index(cache, above, target, query, max_file_size)
+            found, why = _ask_index(cache, above, target, query, max_file_size, meanwhile)
             if found is not None:
                 return found, why
             first_why = first_why or why
@@ -367,7 +428,12 @@ def _self_and_ancestors(path: bytes) -> Iterator[bytes]:
 
 
 def _ask_index(
-    cache: CacheDir, above: bytes, target: Root, query: dict[str, Any], max_file_size: int
+    cache: CacheDir,
+    above: bytes,
+    target: Root,
+    query: dict[str, Any],
+    max_file_size: int,
+    meanwhile: Callable[[], object] | None = None,
 ) -> tuple[FreshAnswer | None, str]:
     shown = display(above)
     comps = strip_prefix(target.path, above)
@@ -380,7 +446,7 @@ def _ask_index(
     if folder is None:
         return None, f"the index of {shown} is gone (evicted)"
     try:
-        header, blob, why = _exchange(folder, above, request)
+        header, blob, why = _exchange(folder, above, request, meanwhile)
     finally:
         folder.close()
     if header is None:
@@ -397,7 +463,10 @@ def _ask_index(
 
 
 def _exchange(
-    folder: IndexFolder, root_path: bytes, request: dict[str, Any]
+    folder: IndexFolder,
+    root_path: bytes,
+    request: dict[str, Any],
+    meanwhile: Callable[[], object] | None = None,
 ) -> tuple[dict[str, Any] | None, bytes, str]:
     """The daemon's answer (header and paths blob) for this index, or None and why not."""
     shown = display(root_path)
@@ -419,7 +488,9 @@ def _exchange(
             return None, b"", f"the daemon of {shown} cannot be reached ({e.strerror or e})"
         if _peer_uid(sock) != os.geteuid():
             return None, b"", f"the daemon socket of {shown} belongs to another user"
-        sock.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+        sock.sendall(_request_line(request))
+        if meanwhile is not None:
+            meanwhile()
         buf = bytearray()
         while b"\n" not in buf:
             chunk = sock.recv(1 << 16)
@@ -429,9 +500,7 @@ def _exchange(
             if len(buf) > MAX_LINE and b"\n" not in buf:
                 raise ValueError("an answer header too long")
         line, _, rest = bytes(buf).partition(b"\n")
-        header = json.loads(line)
-        if not isinstance(header, dict):
-            raise ValueError("not an answer")
+        header = _parse_answer(line)
         if not header.get("fresh"):
             return None, b"", f"the daemon of {shown} says: {header.get('why', 'not fresh')}"
         size = int(header.get("bytes", 0))

@@ -1,0 +1,138 @@
+"""The daemon's wire (``index.freshness``): a request and an answer header are lines of words
+that read back to what was sent, whatever the pattern holds; a line of another version is
+refused, and the asker then scans live."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from rootgrep.index.freshness import (
+    PROTOCOL,
+    _answer_line,
+    _b64,
+    _parse_answer,
+    _parse_request,
+    _request_line,
+)
+
+PATTERNS = ["getrecursionlimit", "a b\nc\td", "ünïcødé ✓", "\udcff raw byte", "", " ", "=\0"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_request_reads_back_as_it_was_sent(pattern: str) -> None:
+    request = {"v": PROTOCOL, "root": _b64(b"/srv/a b"), "place": _b64(b"lib/\xff sub"),
+               "dev": 2049, "ino": 1 << 40, "q": {"pattern": pattern, "regex": True,
+                                                   "case_sensitive": False}}  # fmt: skip
+    line = _request_line(request)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert _parse_request(line[:-1]) == request
+    flipped = {**request, "q": {"pattern": pattern, "regex": False, "case_sensitive": True}}
+    assert _parse_request(_request_line(flipped)[:-1]) == flipped
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"v":1,"root":"Lw==","place":"","dev":1,"ino":2,"q":{}}',  # (protocol 1: JSON)
+        b"1 Lw== Lw== 1 2 eA== 1 1",
+        b"2 Lw== Lw== 1 2 eA== 1",
+        b"2 Lw== Lw== 1 2 eA== 1 2",
+        b"2 Lw== Lw== x 2 eA== 1 1",
+        b"",
+    ],
+)
+def test_a_request_of_another_version_or_garbage_is_refused(line: bytes) -> None:
+    with pytest.raises(ValueError):
+        _parse_request(line)
+
+
+def test_an_answer_header_reads_back() -> None:
+    fresh = {"fresh": True, "pid": 41, "max_file_size": 20 << 20, "changed": 3, "held": 7,
+             "narrowed": True}  # fmt: skip
+    line = _answer_line(fresh, 1234)
+    assert line.count(b"\n") == 1
+    assert _parse_answer(line[:-1]) == {**fresh, "bytes": 1234}
+    assert _parse_answer(_answer_line({**fresh, "narrowed": False}, 0)[:-1])["narrowed"] is False
+    why = {"fresh": False, "why": "ValueError: two\nlines"}
+    assert _parse_answer(_answer_line(why, 0)[:-1]) == {"fresh": False,
+                                                        "why": "ValueError: two lines"}  # fmt: skip
+
+
+@pytest.mark.parametrize("line", [b'{"fresh":true}', b"1 2 3", b"1 a b c d e f", b"", b"2 x"])
+def test_an_answer_of_another_version_or_garbage_is_refused(line: bytes) -> None:
+    with pytest.raises(ValueError):
+        _parse_answer(line)
+
+
+def test_the_askers_own_work_overlaps_the_daemons(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``meanwhile`` (the CLI compiles its candidates' scan there: RE2's import) runs once
+    the request is sent, while the daemon works on it, not after its answer is read: here
+    the daemon answers only once the asker's ``meanwhile`` has run (a wait that is a hang
+    guard only: it returns as soon as it has)."""
+    from rootgrep.index.freshness import FreshnessServer, ask_fresh
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text("frobnicate_widget = 1\n")
+    (tree / "b.py").write_text("other = 2\n")
+    cache = str(tmp_path / "cache")
+    r = pin_root(str(tree))
+    manager = IndexManager(cache, hold_writer=True)
+    server = FreshnessServer(manager)
+    ran = threading.Event()
+    seen: list[bool] = []
+    answer = server.answer
+
+    def answer_after_meanwhile(root_path: bytes, request: dict) -> tuple[dict, list[bytes]]:  # type: ignore[type-arg]
+        seen.append(ran.wait(30))
+        return answer(root_path, request)
+
+    monkeypatch.setattr(server, "answer", answer_after_meanwhile)
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        assert server.serve(r.path) is None
+        query = {"pattern": "frobnicate_widget", "regex": False, "case_sensitive": True}
+        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20, meanwhile=ran.set)
+        assert found is not None, why
+        assert found.paths == [b"a.py"] and seen == [True]
+    finally:
+        server.close()
+        manager.close()
+        r.close()
+
+
+def test_a_long_pattern_is_still_answered_from_the_index(tmp_path: Path) -> None:
+    """A request line holds the pattern in base64 (a third longer than the pattern): a
+    pattern of 60 KiB (80 KiB on the wire, over the 64 KiB a JSON request line had) is still
+    answered by the daemon, not refused as a line too long (the asker would scan live)."""
+    from rootgrep.index.freshness import FreshnessServer, ask_fresh
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+
+    word = "frobnicate_" + "x" * (60 << 10)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text(word + "\n")
+    (tree / "b.py").write_text("other = 2\n")
+    cache = str(tmp_path / "cache")
+    r = pin_root(str(tree))
+    manager = IndexManager(cache, hold_writer=True)
+    server = FreshnessServer(manager)
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        assert server.serve(r.path) is None
+        query = {"pattern": word, "regex": False, "case_sensitive": True}
+        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20)
+        assert found is not None, why
+        assert found.paths == [b"a.py"]
+    finally:
+        server.close()
+        manager.close()
+        r.close()
