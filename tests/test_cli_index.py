@@ -225,21 +225,21 @@ def test_nothing_outside_the_path_is_read_through_the_index(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     "env",
     [
-        {"ROOTGREP_CACHE_DIR": "/x/rg-cache"},
-        {"XDG_CACHE_HOME": "/x/xdg"},
-        {"HOME": "/x/home"},
+        ({"ROOTGREP_CACHE_DIR": "/x/rg-cache", "XDG_CACHE_HOME": "/x/xdg"}, "/x/rg-cache"),
+        ({"XDG_CACHE_HOME": "/x/xdg", "HOME": "/x/home"}, "/x/xdg/rootgrep"),
+        ({"HOME": "/x/home"}, "/x/home/.cache/rootgrep"),
     ],
 )
 def test_the_cli_finds_the_cache_where_the_index_puts_it(
-    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    env: tuple[dict[str, str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from rootgrep.index import freshness, store
 
     for k in ("ROOTGREP_CACHE_DIR", "XDG_CACHE_HOME"):
         monkeypatch.delenv(k, raising=False)
-    for k, v in env.items():
+    for k, v in env[0].items():
         monkeypatch.setenv(k, v)
-    assert freshness.default_cache_dir() == store.default_cache_dir()
+    assert freshness.default_cache_dir() == store.default_cache_dir() == env[1]
 
 
 def test_a_killed_daemon_leaves_a_live_scan_and_its_successor_answers(tmp_path: Path) -> None:

@@ -56,6 +56,15 @@ MAX_SWEPT_TEMPS = 64  # temps a killed process left, removed per folder per open
 TANTIVY_TEMP = re.compile(rb"\A\.tmp[A-Za-z0-9]{6}\Z")  # the tempfile crate's names
 
 
+def default_cache_dir() -> str:
+    """``$ROOTGREP_CACHE_DIR``, else ``$XDG_CACHE_HOME/rootgrep``, else ``~/.cache/rootgrep``."""
+    env = os.environ.get("ROOTGREP_CACHE_DIR")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(xdg, "rootgrep")
+
+
 def hide_if_present(path: str) -> tuple[int, int] | None:
     """Hide a cache dir this process does not use (``--no-index``) from its tools all the
     same: other processes' indexes may be there. None when there is no such directory."""

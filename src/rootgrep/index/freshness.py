@@ -42,6 +42,7 @@ from ..errors import RootgrepError
 from ..roots import Root
 from ..walker import DirBatch, Walker, order_key, path_batches
 from .cache import CacheDir, IndexFolder, folder_name
+from .cache import default_cache_dir as default_cache_dir  # (re-exported: the CLI's)
 
 if TYPE_CHECKING:
     import socket
@@ -55,17 +56,6 @@ MAX_LINE = 1 << 20  # a request line (a pattern of up to grep.MAX_PATTERN_BYTES,
 MAX_ANSWER = 1 << 30  # the paths of an answer (NUL-separated); an index of 10M files fits
 TIMEOUT_SECONDS = 5.0  # hang guard on either side of one exchange
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
-
-
-def default_cache_dir() -> str:
-    """``$ROOTGREP_CACHE_DIR``, else ``$XDG_CACHE_HOME/rootgrep``, else ``~/.cache/rootgrep``:
-    the rule of ``store.default_cache_dir``, repeated here because importing ``store`` costs
-    tantivy's import (20 ms) that a live grep never needs; a test keeps the two equal."""
-    env = os.environ.get("ROOTGREP_CACHE_DIR")
-    if env:
-        return env
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(xdg, "rootgrep")
 
 
 def _b64(b: bytes) -> str:

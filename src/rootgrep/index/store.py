@@ -52,6 +52,7 @@ from ..symbols import Symbol
 from ..walker import Listings, Walker, WalkOptions, order_key, path_batches
 from . import cache as cache_mod
 from .cache import OPEN_LOCK, CachedIndex, CacheDir, IndexFolder
+from .cache import default_cache_dir as default_cache_dir  # (re-exported)
 from .plan import Q
 from .state import (
     ENTRY_BYTES,
@@ -217,15 +218,6 @@ _FRAME_WORDS = (
 )
 _FRAME = frozenset(_FRAME_WORDS.split())
 _PUNCTUATION = ".,:;!?\"'()[]{}<>`"
-
-
-def default_cache_dir() -> str:
-    """``$ROOTGREP_CACHE_DIR``, else ``$XDG_CACHE_HOME/rootgrep``, else ``~/.cache/rootgrep``."""
-    env = os.environ.get("ROOTGREP_CACHE_DIR")
-    if env:
-        return env
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(xdg, "rootgrep")
 
 
 def index_dir_for(cache_dir: str, root_path: bytes) -> str:
