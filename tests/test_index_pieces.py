@@ -272,3 +272,36 @@ def test_pieces_are_cut_at_line_ends_and_join_to_the_text() -> None:
     assert any(p.strip("\n") == "y" * (3 * PIECE_CHARS) or "y" * (3 * PIECE_CHARS) in p
                for p in pieces)  # fmt: skip
     assert tri_pieces("a\n" * (PIECE_OVER // 2)) == ["a\n" * (PIECE_OVER // 2)]  # (not over)
+
+
+@pytest.mark.parametrize("pattern", [r"c\C", r"abc\Cdef", r"\C", r"(?s)x|\C+", r"\\\C"])
+def test_a_regex_with_any_byte_is_refused_as_ripgrep_refuses_it(
+    tmp_path: Path, pattern: str
+) -> None:
+    """RE2's ``\\C`` matches any byte, a line end too (``never_nl`` leaves it free): a "line"
+    match then spans lines (and files joined for one scan), where a piece's trigrams are not
+    all of a match's. ripgrep refuses the escape; so does grep, live or indexed."""
+    from rootgrep.errors import InvalidPattern
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("one abc\n")
+    (tree / "b.txt").write_text("def two\n")
+    (tree / "c.txt").write_text("xabc\ndefx\nC and \\C\n")
+    r = pin_root(str(tree))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        for svc in (Service([r], Settings(), indexes=manager), Service([r], Settings())):
+            with pytest.raises(InvalidPattern, match=r"\\C"):
+                svc.grep([r], Token(), pattern=pattern, regex=True, max_results=100)
+        rg = subprocess.run([RG, "-e", pattern], cwd=tree, capture_output=True, check=False)
+        assert rg.returncode == 2 and not rg.stdout
+        # an escaped backslash before C, or C quoted, is no any-byte escape
+        for ok in (r"\\C", r"and \\C$", r"\Qx\C\E|\\C"):
+            live = Service([r], Settings()).grep([r], Token(), pattern=ok, regex=True)
+            assert [(m.path, m.line) for m in live.matches] == [("c.txt", 3)]
+    finally:
+        manager.close()
+        r.close()
