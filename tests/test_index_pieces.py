@@ -338,3 +338,40 @@ def test_part_documents_leave_searchs_scores_as_one_document_per_file_gives_them
     monkeypatch.setattr("rootgrep.index.store.tri_pieces", lambda text: [text])
     one_each = ranked(tmp_path, tree, "c2", "import os")
     assert with_pieces == one_each  # (on rootgrep's own src/: 13 of 15 queries reordered)
+
+
+def test_a_file_growing_past_the_cut_renamed_and_shrinking_keeps_one_file_in_the_index(
+    tmp_path: Path,
+) -> None:
+    """Under 32 KiB, over it (pieces), renamed, back under: after each sync the index holds
+    exactly the pieces of the tree's files, each file once in ``search``, and a literal
+    split over a piece edge of the old text is no candidate."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    f = tree / "grow.txt"
+    f.write_text("".join(filler(100)) + "getrecursionlimit\n")
+    (tree / "other.txt").write_text("nothing\n")
+    r = pin_root(str(tree))
+    ix = RootIndex(str(tmp_path / "cache"), r.path)
+
+    def check(names: list[bytes], holding: list[bytes]) -> None:
+        ix.sync(r.fs)
+        assert doc_count(ix) == pieces_in(tree)
+        assert sorted(rel for _, rel, _ in ix.rank(parse_search("-nothingatall")).hits) == names
+        assert ix.candidates(plan("getrecursionlimit", regex=False)) == holding
+
+    try:
+        check([b"grow.txt", b"other.txt"], [b"grow.txt"])
+        lines = filler(3000)
+        put(lines, 5, "getrecursion")  # (far apart now: in two pieces)
+        put(lines, 2995, "recursionlimit")
+        f.write_text("".join(lines))
+        assert len(pieces_of(f)) > 4
+        check([b"grow.txt", b"other.txt"], [])
+        f.rename(tree / "moved.txt")
+        check([b"moved.txt", b"other.txt"], [])
+        (tree / "moved.txt").write_text("getrecursionlimit\n")
+        check([b"moved.txt", b"other.txt"], [b"moved.txt"])
+    finally:
+        ix.close()
+        r.close()
