@@ -277,6 +277,25 @@ def _re2() -> Any:
     return re2
 
 
+def _any_byte(pattern: str) -> bool:
+    """Whether a regex uses RE2's ``\\C`` (any byte): the one construct ``never_nl`` leaves
+    free to match a line end (so a "line" match could span lines, and files joined for one
+    scan). ripgrep refuses it too. Escapes are read as RE2 reads them: ``\\\\C`` is a
+    backslash then ``C``, and ``\\Q...\\E`` quotes its text."""
+    i, n = pattern.find("\\"), len(pattern)
+    while 0 <= i < n - 1:
+        c = pattern[i + 1]
+        if c == "C":
+            return True
+        if c == "Q":  # (quoted up to ``\\E``, or to the end)
+            e = pattern.find("\\E", i + 2)
+            if e < 0:
+                return False
+            i = e
+        i = pattern.find("\\", i + 2)
+    return False
+
+
 def _plain_regex(pattern: str) -> bool:
     """A regex that matches exactly its own text: no metacharacter, and valid UTF-8 (RE2
     refuses other bytes). Such a pattern is looked for as a literal, as ``bytes.find``."""
@@ -303,6 +322,11 @@ class Matcher:
             raise InvalidPattern(
                 "the pattern holds a line break, and grep matches within one line: search "
                 "for each line of it separately"
+            )
+        if q.regex and _any_byte(q.pattern):
+            raise InvalidPattern(
+                "the regex uses \\C (any byte), which may match a line end, and grep matches "
+                "within one line: use . (any character) instead"
             )
         self.query = q
         raw = q.pattern.encode("utf-8", "surrogateescape")
