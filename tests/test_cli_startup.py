@@ -22,6 +22,8 @@ NOT_NEEDED = (
     "dataclasses", "inspect", "hashlib", "urllib", "ipaddress", "base64", "socket", "threading",
     # nor argparse (with gettext and locale) for the flags a grep is mostly given
     "argparse", "gettext", "locale",
+    # nor ``re`` (with enum), nor ``typing``: a literal is found by bytes.find or RE2
+    "re", "enum", "typing",
 )  # fmt: skip
 # a grep the daemon answers: nothing of the index itself (RE2 is loaded: its scan tests the
 # index's candidates, most of which do not hold the literal, faster than bytes.find)
@@ -136,3 +138,19 @@ def test_unbuffered_stdout_is_still_written_in_blocks(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout == b"".join(b"%d:hello world\n" % (i + 1) for i in range(2000))
     assert int(out.stderr) <= len(out.stdout) // (32 << 10) + 2  # (64 KiB blocks: 1 here)
+
+
+def test_the_rootgrep_command_itself_imports_no_re(tmp_path: Path) -> None:
+    """The installed command is a script file, not pip's entry-point wrapper (which imports
+    ``re`` to tidy its argv[0] before rootgrep runs): its grep of a literal loads no ``re``,
+    ``enum`` or ``typing`` from the first line on (``PYTHONPROFILEIMPORTTIME`` lists every
+    import of the process on stderr)."""
+    (tmp_path / "a.txt").write_text("hello\n")
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "ROOTGREP_CACHE_DIR": str(tmp_path / "c")}
+    out = subprocess.run([ROOTGREP, "grep", "hello", str(tmp_path)], capture_output=True,
+                         env=env, timeout=60, check=False)  # fmt: skip
+    assert out.returncode == 0 and out.stdout.endswith(b"a.txt:1:hello\n"), out
+    names = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.decode().splitlines()
+             if line.startswith("import time:")}  # fmt: skip
+    assert "rootgrep.cli" in names  # (the listing is there)
+    assert not names & {"re", "enum", "typing"}, sorted(names & {"re", "enum", "typing"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import resource
 import socket
 import stat
@@ -17,6 +18,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rootgrep.confine import Beneath, is_binary, split_relpath
 from rootgrep.errors import RootgrepError
@@ -506,3 +509,39 @@ def test_physical_components_follow_dotdot_as_the_kernel_does(root: Root, world:
     assert root.fs.physical([b"deep", b"er", b"..", b".."]) == []
     assert root.fs.physical([b"sub", b"b.txt"]) == [b"sub", b"b.txt"]  # nothing to resolve
     assert error_code(root.fs.physical, [b"sub", b"..", b"..", b"x"]) == "outside_roots"
+
+
+# ---- temp names, told without ``re`` ------------------------------------------------------------
+
+_TEMP_RE = re.compile(rb"\A\.[^/]{1,200}\.rootgrep-[0-9a-f]{12}\.tmp\Z", re.DOTALL)
+_TANTIVY_RE = re.compile(rb"\A\.tmp[A-Za-z0-9]{6}\Z")
+_NAME_BYTES = st.sampled_from([b"a", b"/", b".", b"\n", b"f", b"0", b"Z", b"-", b"\xff"])
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=240),
+        st.builds(
+            lambda mid, hexes, tail: b"." + mid + b".rootgrep-" + hexes + tail,
+            st.lists(_NAME_BYTES, max_size=205).map(b"".join),
+            st.text("0123456789abcdefABCDEFg", min_size=11, max_size=13).map(str.encode),
+            st.sampled_from([b".tmp", b".tmp\n", b".tm", b"", b".tmpx"]),
+        ),
+    )
+)
+def test_temp_names_are_told_as_the_regex_tells_them(name: bytes) -> None:
+    from rootgrep.confine import is_temp_name
+
+    assert is_temp_name(name) == (_TEMP_RE.match(name) is not None)
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=12),
+        st.text("abcXYZ019_.-é", min_size=0, max_size=8).map(lambda t: (".tmp" + t).encode()),
+    )
+)
+def test_tantivy_temp_names_are_told_as_the_regex_tells_them(name: bytes) -> None:
+    from rootgrep.index.cache import is_tantivy_temp
+
+    assert is_tantivy_temp(name) == (_TANTIVY_RE.match(name) is not None)

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import io
 import os
-import re as _re
 import stat
 import sys
 import time
 import types
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import __version__
 from .confine import display
@@ -23,8 +21,10 @@ from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Ma
 from .roots import Root, pin_root
 from .walker import DirBatch, FileEntry, Walker, WalkOptions, keep_files
 
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:  # (argparse is imported by each parser: a plain grep reads its flags
     import argparse  # with ``_quick_grep_args``, and argparse costs 3 ms of its start-up)
+    from typing import Any, BinaryIO
 
 MAX_ANSWER_CHARS = 100_000  # (text and structured copy stay under the SDK's 1 MiB message limit)
 
@@ -1197,7 +1197,13 @@ def _context_of(args: argparse.Namespace) -> tuple[int, int]:
     )
 
 
-_ESCAPE = _re.compile(r"\\(?:[pP](?:\{[^}]*\}|.)|.)", _re.S)
+def _without_escapes(pattern: str) -> str:
+    """A pattern without its escapes (``\\W``, ``\\p{Lu}``...): what is left are its literals."""
+    if "\\" not in pattern:
+        return pattern
+    import re
+
+    return re.sub(r"\\(?:[pP](?:\{[^}]*\}|.)|.)", "", pattern, flags=re.S)
 
 
 def _query_of(patterns: list[str], args: argparse.Namespace, before: int, after: int) -> GrepQuery:
@@ -1206,7 +1212,7 @@ def _query_of(patterns: list[str], args: argparse.Namespace, before: int, after:
     if case == "smart":
         # as rg's --smart-case: insensitive unless a pattern has an upper-case literal
         # (escapes such as \W or \p{Lu} are not literals)
-        texts = patterns if args.fixed_strings else [_ESCAPE.sub("", p) for p in patterns]
+        texts = patterns if args.fixed_strings else [_without_escapes(p) for p in patterns]
         case = "sensitive" if any(c.isupper() for t in texts for c in t) else "insensitive"
     if len(patterns) == 1:
         pattern, regex = patterns[0], not args.fixed_strings

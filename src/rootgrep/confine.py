@@ -19,11 +19,10 @@ import fcntl
 import itertools
 import mmap
 import os
-import re
 import stat as stat_mod
 import sys
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
-from typing import Literal, NamedTuple, TypeVar
 
 from .errors import (
     BinaryFile,
@@ -39,7 +38,14 @@ from .errors import (
     TooLarge,
 )
 
-SymlinkPolicy = Literal["within", "never"]
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    from typing import Literal, NamedTuple, TypeVar
+
+    SymlinkPolicy = Literal["within", "never"]
+    _Row = TypeVar("_Row", bound=tuple)  # type: ignore[type-arg]
+else:
+    SymlinkPolicy = str
 
 RESOLVE_NO_XDEV = 0x01
 RESOLVE_NO_MAGICLINKS = 0x02
@@ -211,11 +217,17 @@ def _error(err: OSError, comps: list[bytes]) -> RootgrepError:
     return InvalidPath(f"'{where}' could not be opened ({os.strerror(e or 0)})")
 
 
-class Entry(NamedTuple):
-    """One directory entry, as seen without following symlinks."""
+if TYPE_CHECKING:
 
-    name: bytes
-    kind: Literal["file", "dir", "symlink", "other"]
+    class Entry(NamedTuple):
+        """One directory entry, as seen without following symlinks."""
+
+        name: bytes
+        kind: Literal["file", "dir", "symlink", "other"]
+
+else:  # (the same tuple without ``typing``)
+    Entry = namedtuple("Entry", ("name", "kind"))
+    Entry.__doc__ = "One directory entry, as seen without following symlinks."
 
 
 class ReadResult:
@@ -576,7 +588,6 @@ def stat_regular_at(dirfd: int, name: bytes) -> os.stat_result | None:
 
 
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
-_Row = TypeVar("_Row", bound=tuple)  # type: ignore[type-arg]
 
 
 def stat_regular_each(
@@ -1748,13 +1759,25 @@ def _readlink_at(dirfd: int, name: bytes) -> bytes | None:
 # on the writer's side: a writer that cannot take its own lock, or finds its temp unlinked
 # once it holds it, makes another.
 
-TEMP_NAME = re.compile(rb"\A\.[^/]{1,200}\.rootgrep-[0-9a-f]{12}\.tmp\Z", re.DOTALL)
+_TEMP_MARK = b".rootgrep-"  # a temp's name: "." + the target's (1-200 bytes) + this
+_TEMP_TAIL = len(_TEMP_MARK) + 12 + len(b".tmp")  # + 12 hex digits + ".tmp"
+_HEX = frozenset(b"0123456789abcdef")
 _TEMP_TRIES = 100
 
 
 def is_temp_name(name: bytes) -> bool:
-    """Whether ``name`` is named like the temp of an atomic write (``_create_temp``)."""
-    return TEMP_NAME.match(name) is not None
+    """Whether ``name`` is named like the temp of an atomic write (``_create_temp``):
+    ``.<name>.rootgrep-<12 hex digits>.tmp``, ``<name>`` 1-200 bytes without ``/`` (tested
+    without ``re``: the CLI's start-up does not import it)."""
+    n = len(name)
+    if not 2 + _TEMP_TAIL <= n <= 201 + _TEMP_TAIL or name[:1] != b"." or name[-4:] != b".tmp":
+        return False
+    tail = name[n - _TEMP_TAIL :]
+    return (
+        tail.startswith(_TEMP_MARK)
+        and _HEX.issuperset(tail[len(_TEMP_MARK) : len(_TEMP_MARK) + 12])
+        and b"/" not in name[1 : n - _TEMP_TAIL]
+    )
 
 
 def _create_temp(dirfd: int, name: bytes, mode: int) -> tuple[bytes, int]:

@@ -7,7 +7,9 @@ never contains file contents.
 
 from __future__ import annotations
 
-from typing import ClassVar
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 
 class RootgrepError(Exception):

@@ -14,23 +14,24 @@ import bisect
 import collections
 import mmap
 import operator
-import re as _re
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
 
 from . import confine
 from .errors import InvalidPattern
 from .walker import DirBatch
 
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:  # (imported where threads are used: the CLI's start-up stays short)
     from concurrent.futures import Future
+    from typing import Any, Protocol
+else:
+    Protocol = object
 
 DEFAULT_MAX_FILE_SIZE = 20 << 20
 MAX_CONTEXT = 10
 MAX_PATTERN_BYTES = 256 << 10  # a longer pattern is refused (invalid_pattern)
 CANCEL_CHECK_BYTES = 1 << 20  # a scan checks for cancellation at least this often in a file
 CHUNK_BYTES = 1 << 20
-_WHOLE_TEXT = _re.compile(r"\\[Az]|\(\?[a-zA-Z-]*-?[imsU]")
 UTF8_BOM = b"\xef\xbb\xbf"
 _UNANCHORED: Any = None  # RE2's Anchor.UNANCHORED, once ``_re2`` has imported it
 _NON_WORD = rb"[^\p{L}\p{M}\p{Nd}\p{Pc}\n]"
@@ -165,6 +166,14 @@ class GrepStats:
             f"GrepStats(files_searched={self.files_searched}, files_matched="
             f"{self.files_matched}, matches={self.matches}, stopped={self.stopped})"
         )
+
+
+def _whole_text() -> Any:
+    """What makes a regex unjoinable: ``\\A``, ``\\z``, or flags changed inline (``re``
+    imported only for a regex: a literal grep's start-up does without it)."""
+    import re
+
+    return re.compile(r"\\[Az]|\(\?[a-zA-Z-]*-?[imsU]")
 
 
 class GrepSink(Protocol):
@@ -336,7 +345,11 @@ class Matcher:
         self._m: Any = None
         # texts may be joined and scanned at once unless the pattern anchors on the whole text
         # (\A, \z) or changes flags inline (e.g. turning multi-line off)
-        self.joinable = not q.regex or _WHOLE_TEXT.search(q.pattern) is None
+        self.joinable = (
+            not q.regex
+            or ("\\" not in q.pattern and "(" not in q.pattern)  # (neither can be there)
+            or _whole_text().search(q.pattern) is None
+        )
         if (not q.regex or _plain_regex(q.pattern)) and q.case_sensitive and not q.whole_word:
             self._literal = raw
             self._re = None

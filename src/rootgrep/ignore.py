@@ -16,9 +16,11 @@ file never breaks a root.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     import re2
 
 

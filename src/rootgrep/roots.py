@@ -7,9 +7,7 @@ from then on it is addressed only through that fd. Containment is always by path
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
-from typing import Literal
 
 from .confine import Beneath, SymlinkPolicy, fsencode_path, split_relpath, strip_prefix
 from .errors import (
@@ -27,9 +25,22 @@ try:  # (hashlib loads OpenSSL: 2 ms of the CLI's start-up; the lean module, as 
 except ImportError:  # pragma: no cover (a Python without it)
     from hashlib import sha256
 
-RootSource = Literal["client", "operator", "both"]
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    import re
+    from typing import Literal
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+    RootSource = Literal["client", "operator", "both"]
+else:
+    RootSource = str
+
+
+def _scheme(text: str) -> re.Match[str] | None:
+    """A URI's scheme and its ``:`` at the start of ``text`` (``re`` imported only here: a
+    CLI grep of a path does without it)."""
+    import re
+
+    return re.match(r"([A-Za-z][A-Za-z0-9+.\-]*):", text)
 
 
 def parse_file_uri(uri: str) -> bytes:
@@ -40,7 +51,7 @@ def parse_file_uri(uri: str) -> bytes:
     """
     if "\0" in uri:
         raise InvalidUri("the URI contains a NUL character; remove it")
-    m = _SCHEME.match(uri)
+    m = _scheme(uri)
     if m is None:
         raise InvalidUri(f"'{uri[:200]}' is not a URI; use a file:///absolute/path URI")
     scheme = m.group(1)
@@ -289,7 +300,7 @@ def find_root(roots: Sequence[Root], ref: str) -> Root:
     if named:
         return named[0]
     try:
-        raw = parse_file_uri(ref) if _SCHEME.match(ref) else fsencode_path(ref)
+        raw = parse_file_uri(ref) if _scheme(ref) else fsencode_path(ref)
     except RootgrepError:
         raw = b""
     if raw.startswith(b"/"):
@@ -359,7 +370,7 @@ _OTHER_SCHEMES = frozenset(
 def _looks_like_uri(path: str) -> bool:
     """``file:`` URIs, anything with ``scheme://``, and well-known schemes are URIs (and so
     refused unless ``file:``); ``C:\\x`` or ``a:b.txt`` stay literal relative names."""
-    m = _SCHEME.match(path)
+    m = _scheme(path)
     if m is None:
         return False
     scheme = m.group(1).lower()

@@ -14,8 +14,8 @@ import itertools
 import os
 import stat as stat_mod
 import time
+from collections import namedtuple
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import NamedTuple
 
 from . import confine
 from .confine import Beneath, Entry, Listed
@@ -56,13 +56,22 @@ class WalkOptions:
         self.after = after
 
 
-class FileEntry(NamedTuple):
-    """A file the walk found: its name, its root-relative path, and its stat when the walk
-    needed one (with ``max_file_size``). A tuple: one is made per file of every walk."""
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    from typing import NamedTuple
 
-    name: bytes
-    path: bytes  # root-relative, '/'-separated
-    stat: os.stat_result | None = None
+    class FileEntry(NamedTuple):
+        """A file the walk found: its name, its root-relative path, and its stat when the
+        walk needed one (with ``max_file_size``). A tuple: one is made per file of every
+        walk."""
+
+        name: bytes
+        path: bytes  # root-relative, '/'-separated
+        stat: os.stat_result | None = None
+
+else:  # (the same tuple without ``typing``)
+    FileEntry = namedtuple("FileEntry", ("name", "path", "stat"), defaults=(None,))
+    FileEntry.__doc__ = "A file the walk found: name, root-relative path, stat (or None)."
 
 
 class DirBatch:

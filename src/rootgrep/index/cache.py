@@ -29,15 +29,17 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 import stat as stat_mod
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 from .. import confine
 from ..confine import Beneath
 from ..errors import InvalidPath, RootgrepError
+
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 try:  # (hashlib loads OpenSSL, 2 ms of the CLI's start-up: the lean module, as ``random`` does)
     from _sha256 import sha256
@@ -53,7 +55,13 @@ _EVICTING = b".evict-"  # a folder being removed (renamed first, so nobody opens
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_TRIES = 20  # an evictor racing the open of the same folder, again and again
 MAX_SWEPT_TEMPS = 64  # temps a killed process left, removed per folder per open
-TANTIVY_TEMP = re.compile(rb"\A\.tmp[A-Za-z0-9]{6}\Z")  # the tempfile crate's names
+_ALNUM = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def is_tantivy_temp(name: bytes) -> bool:
+    """Whether ``name`` is named as the tempfile crate names tantivy's temps: ``.tmp`` and 6
+    ASCII letters or digits (tested without ``re``: the CLI's start-up does not import it)."""
+    return len(name) == 10 and name[:4] == b".tmp" and _ALNUM.issuperset(name[4:])
 
 
 def default_cache_dir() -> str:
@@ -388,7 +396,7 @@ class IndexFolder:
             for e in confine.scan_fd(fd):
                 if removed >= MAX_SWEPT_TEMPS:
                     break
-                if e.kind == "file" and TANTIVY_TEMP.match(e.name):
+                if e.kind == "file" and is_tantivy_temp(e.name):
                     with contextlib.suppress(OSError):
                         os.unlink(e.name, dir_fd=fd)
                         removed += 1

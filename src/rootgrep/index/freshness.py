@@ -35,7 +35,6 @@ import errno
 import os
 import struct
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
 
 from ..confine import display, strip_prefix
 from ..errors import RootgrepError
@@ -44,8 +43,10 @@ from ..walker import DirBatch, Walker, order_key, path_batches
 from .cache import CacheDir, IndexFolder, folder_name
 from .cache import default_cache_dir as default_cache_dir  # (re-exported: the CLI's)
 
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     import socket
+    from typing import Any
 
     from .manager import IndexManager
 
