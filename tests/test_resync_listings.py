@@ -4,6 +4,7 @@ the kept listings, and checks the next re-sync against a walk that keeps nothing
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -374,3 +375,35 @@ def test_stat_keyed_keeps_only_regular_files_within_the_limit(tmp_path: Path) ->
         assert keys == [(5, st.st_mtime_ns, st.st_ino), None] and sts[1] is None
     finally:
         os.close(fd)
+
+
+def test_an_ignore_file_that_failed_to_read_is_read_again(
+    synced: Synced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read error on an ignore file (a device's EIO, injected here: the tree is real) left
+    its rules out of that walk, as a walk that keeps nothing would; the listing must not
+    be kept with the rules missing, or the next re-sync keeps them missing for good."""
+    ignore = synced.tree / "a" / "deep" / ".gitignore"
+    ignore.write_text("x.py\n")
+    settled(synced.tree)
+    synced.sync()
+    synced.sync()
+    assert b"a/deep/x.py" not in synced.ix.entries
+    ino = os.stat(ignore).st_ino
+    real = confine.read_fd
+    failed: list[int] = []
+
+    def failing(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
+        if not failed and os.fstat(fd).st_ino == ino:
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd, size_hint, max_bytes)
+
+    monkeypatch.setattr(confine, "read_fd", failing)
+    (synced.tree / "a" / "deep" / "new.py").write_text("n = 1\n")  # (a/deep listed again)
+    settled(synced.tree)
+    synced.sync()
+    assert failed and b"a/deep/x.py" in synced.ix.entries  # (the rules could not be read)
+    synced.sync()
+    assert synced.held() == synced.truth()
+    assert b"a/deep/x.py" not in synced.ix.entries

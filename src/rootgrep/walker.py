@@ -575,7 +575,7 @@ class Walker:
     ) -> _Level | None:
         """The rules of the ignore files of directory ``fd``; ``keys`` gets the
         ``fstat_key`` of each taken from the very file read, before it was read (None: not
-        read)."""
+        read, or its read failed)."""
         present = {name for name, kind in listing if kind == "file" and name in IGNORE_FILES}
         if not present:
             return None
@@ -596,7 +596,9 @@ class Walker:
                 data, cut = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
                 if cut:  # read up to the cap: never take the cut last line for a rule
                     data = data[: data.rfind(b"\n") + 1]
-            except OSError:
+            except OSError:  # (its rules left out of this walk: the listing is not kept)
+                if keys is not None:
+                    keys[name] = None
                 continue
             finally:
                 os.close(ffd)
