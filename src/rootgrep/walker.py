@@ -151,8 +151,13 @@ class Listings:
     - the hidden identities (``confine.hidden_generation``) and the walk's options.
     A listing is kept only when the directory and its ignore files changed at least
     ``SETTLE_NS`` before it was read (by ctime): a change within the same tick of the file
-    system's clock as the read could leave the times as they were. Files are never kept:
-    a re-sync stats each one every time (an edit in place changes no directory).
+    system's clock as the read could leave the times as they were. The read's time is this
+    host's clock: the file system's timestamps are taken to come from a clock within
+    ``SETTLE_NS`` of it (any local file system's: the kernel's; a network file system's
+    server running more than that behind could have a listing kept that a change within
+    one of its ticks of the read left out; one running ahead only keeps less). Files are
+    never kept: a re-sync stats each one every time (an edit in place changes no
+    directory).
 
     Bounded: one entry per directory walked (entries of directories no longer walked are
     dropped at the end of each full walk), holding its kept names, as many as the index
