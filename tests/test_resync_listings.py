@@ -5,6 +5,7 @@ the kept listings, and checks the next re-sync against a walk that keeps nothing
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import shutil
 import subprocess
@@ -543,3 +544,52 @@ def test_one_listings_across_walks_with_other_options_and_starts(
             assert [p + n for _fd, p, names in w.runs() for n in names] == want, (start, options)
     finally:
         root.close()
+
+
+@pytest.fixture
+def coarse_fs(tmp_path: Path, can_mount: None) -> Iterator[Path]:
+    """A file system that keeps times to the second (ext4 with 128-byte inodes), on a loop
+    device: a tick long enough for a listing and two changes to fall within one."""
+    img, mnt = tmp_path / "coarse.img", tmp_path / "coarse"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", str(img)], check=True,
+                       capture_output=True)  # fmt: skip
+        _mount("-o", "loop", str(img), str(mnt))
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no ext4 on a loop device here")
+    try:
+        yield mnt
+    finally:
+        _umount(mnt)
+
+
+def test_a_change_in_the_same_second_as_the_listing_is_found(
+    tmp_path: Path, coarse_fs: Path
+) -> None:
+    """On a file system with 1 s timestamps, a file added, the directory listed by a
+    re-sync, and another file added, all within one second, leave the directory's key as
+    it was at the listing: that listing must not be kept (``SETTLE_NS``), or the next
+    re-sync misses the second file for good. (With ``SETTLE_NS`` set to 0 it does.)"""
+    tree = make_tree(coarse_fs)
+    s = Synced(tmp_path, tree)
+    try:
+        s.sync()
+        s.sync()  # (the listings are kept from a second full walk on)
+        d = tree / "b"
+        deadline = time.monotonic() + 60  # (a hang guard: one try in a second is enough)
+        for i in itertools.count():
+            (d / f"first{i}.py").write_text("first = 1\n")
+            key = confine.stat_result_key(os.stat(d))
+            s.sync()  # (b listed again, within the second of that change)
+            (d / f"second{i}.py").write_text("second = 1\n")
+            if confine.stat_result_key(os.stat(d)) == key:
+                break  # (the second change left b's key as the listing saw it)
+            assert time.monotonic() < deadline, "never two changes within one tick"
+        s.sync()
+        assert f"b/second{i}.py".encode() in s.ix.entries
+        assert s.held() == s.truth()
+    finally:
+        s.root.close()
