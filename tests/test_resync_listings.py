@@ -593,3 +593,33 @@ def test_a_change_in_the_same_second_as_the_listing_is_found(
         assert s.held() == s.truth()
     finally:
         s.root.close()
+
+
+def test_an_ignore_file_edited_twice_in_the_second_of_its_read_is_read_again(
+    tmp_path: Path, coarse_fs: Path
+) -> None:
+    """The same for the root's .gitignore edited in place (same size, same inode) above
+    every kept directory: the edit after the read leaves its key as the read saw it."""
+    tree = make_tree(coarse_fs)
+    ignore = tree / ".gitignore"
+    s = Synced(tmp_path, tree)
+    try:
+        s.sync()
+        s.sync()
+        deadline = time.monotonic() + 60  # (a hang guard)
+        while True:
+            with open(ignore, "r+b") as f:  # (in place: the same inode, the same size)
+                f.write(b"*.tmp\n")
+            key = confine.stat_result_key(os.stat(ignore))
+            s.sync()  # (the rules read within the second of that edit)
+            assert b"a/deep/er/y.py" in s.ix.entries
+            with open(ignore, "r+b") as f:
+                f.write(b"y.py\n")
+            if confine.stat_result_key(os.stat(ignore)) == key:
+                break
+            assert time.monotonic() < deadline, "never two edits within one tick"
+        s.sync()
+        assert b"a/deep/er/y.py" not in s.ix.entries
+        assert s.held() == s.truth()
+    finally:
+        s.root.close()
