@@ -4,7 +4,11 @@ the kept listings, and checks the next re-sync against a walk that keeps nothing
 
 from __future__ import annotations
 
+import errno
+import itertools
 import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from rootgrep import confine
-from rootgrep.index.store import RootIndex, SyncStats
+from rootgrep.index.cache import hide_if_present
+from rootgrep.index.store import RootIndex, SyncStats, WriterBusy
 from rootgrep.roots import Root, pin_root
 from rootgrep.walker import Listings, Walker, WalkOptions, list_files
 
@@ -374,3 +379,247 @@ def test_stat_keyed_keeps_only_regular_files_within_the_limit(tmp_path: Path) ->
         assert keys == [(5, st.st_mtime_ns, st.st_ino), None] and sts[1] is None
     finally:
         os.close(fd)
+
+
+def test_an_ignore_file_that_failed_to_read_is_read_again(
+    synced: Synced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read error on an ignore file (a device's EIO, injected here: the tree is real) left
+    its rules out of that walk, as a walk that keeps nothing would; the listing must not
+    be kept with the rules missing, or the next re-sync keeps them missing for good."""
+    ignore = synced.tree / "a" / "deep" / ".gitignore"
+    ignore.write_text("x.py\n")
+    settled(synced.tree)
+    synced.sync()
+    synced.sync()
+    assert b"a/deep/x.py" not in synced.ix.entries
+    ino = os.stat(ignore).st_ino
+    real = confine.read_fd
+    failed: list[int] = []
+
+    def failing(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:
+        if not failed and os.fstat(fd).st_ino == ino:
+            failed.append(fd)
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd, size_hint, max_bytes)
+
+    monkeypatch.setattr(confine, "read_fd", failing)
+    (synced.tree / "a" / "deep" / "new.py").write_text("n = 1\n")  # (a/deep listed again)
+    settled(synced.tree)
+    synced.sync()
+    assert failed and b"a/deep/x.py" in synced.ix.entries  # (the rules could not be read)
+    synced.sync()
+    assert synced.held() == synced.truth()
+    assert b"a/deep/x.py" not in synced.ix.entries
+
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True)
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", str(path)], capture_output=True)
+
+
+@pytest.fixture
+def can_mount(tmp_path: Path) -> None:
+    """Mounts need the privilege (root in a container that allows them): skipped otherwise."""
+    probe = tmp_path / "mount-probe"
+    probe.mkdir()
+    try:
+        _mount("-t", "tmpfs", "none", str(probe))
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("cannot mount here")
+    _umount(probe)
+
+
+def test_mounts_over_a_kept_directory_and_a_kept_ignore_file_are_seen(
+    synced: Synced, tmp_path: Path, can_mount: None
+) -> None:
+    """A mount changes no directory's times (the parent's listing is the same): the key of
+    the directory (or ignore file) opened beneath it is the mounted one's."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "m.py").write_text("m = 1\n")
+    rules = tmp_path / "rules"
+    rules.write_text("y.py\n")
+    ignore = synced.tree / "a" / ".gitignore"
+    ignore.write_text("#\n")
+    settled(synced.tree)
+    synced.sync()
+    t = synced.tree
+    try:
+        _change_and_check(synced, lambda t: _mount("--bind", str(other), str(t / "c")), added=1)
+        _change_and_check(synced, lambda t: _mount("-t", "tmpfs", "none", str(t / "a" / "deep")))
+        assert not any(p.startswith(b"a/deep/") for p in synced.ix.entries)
+        _change_and_check(synced, lambda t: _umount(t / "a" / "deep"), added=3)
+        _change_and_check(synced, lambda t: _mount("--bind", str(rules), str(ignore)), removed=1)
+        assert b"a/deep/er/y.py" not in synced.ix.entries
+        _change_and_check(synced, lambda t: _umount(ignore), added=1)
+        _change_and_check(synced, lambda t: _umount(t / "c"), added=1, removed=1)
+    finally:
+        for path in (t / "c", t / "a" / "deep", ignore):
+            _umount(path)
+
+
+def test_a_cache_dir_hidden_and_shown_again_inside_the_root(synced: Synced) -> None:
+    """Another index's cache dir made inside the root and hidden (``confine.hide``), then
+    shown again, then hidden again: the listings kept before are not what a listing is
+    now (each time twice: the second sync uses what the first kept)."""
+    cache = synced.tree / "b" / "cache"
+    cache.mkdir()
+    (cache / "state.py").write_text("s = 1\n")
+    settled(synced.tree)
+    for hide in (True, False, True, False):
+        hidden = hide_if_present(str(cache)) if hide else None
+        try:
+            for _ in range(2):
+                synced.sync()
+                assert synced.held() == synced.truth()
+                assert (b"b/cache/state.py" in synced.ix.entries) is not hide
+        finally:
+            if hidden is not None:
+                confine.unhide(hidden)
+
+
+def test_a_sync_that_failed_mid_walk_leaves_nothing_stale(synced: Synced, tmp_path: Path) -> None:
+    """The writer held by another (a daemon): the sync fails at its first change, its walk
+    half done; the next one finds every change, the failed sync's and later ones."""
+    holder = RootIndex(str(tmp_path / "cache"), synced.root.path, hold_writer=True)
+    try:
+        (synced.tree / "a" / "new.py").write_text("n = 1\n")
+        (synced.tree / "c" / "c.py").write_text("changed = 2\n")
+        settled(synced.tree)
+        with pytest.raises(WriterBusy):
+            synced.sync()
+        (synced.tree / "b" / "later.py").write_text("later = 1\n")
+    finally:
+        holder.close()
+    settled(synced.tree)
+    stats = synced.sync()
+    assert (stats.added, stats.updated) == (2, 1)
+    assert synced.held() == synced.truth()
+
+
+def test_directories_gone_are_dropped_from_the_kept_listings_and_runs(synced: Synced) -> None:
+    """Bounded while directories churn: a complete walk keeps only what it walked."""
+    for i in range(20):
+        (synced.tree / "b" / f"t{i}").mkdir()
+        (synced.tree / "b" / f"t{i}" / "f.py").write_text("f = 1\n")
+    settled(synced.tree)
+    synced.sync()
+    synced.sync()
+    assert len(synced.ix._listings) == 26
+    assert sum(p.startswith(b"b/t") for p in synced.ix._runs) == 20
+    for i in range(20):
+        shutil.rmtree(synced.tree / "b" / f"t{i}")
+    settled(synced.tree)
+    synced.sync()
+    assert len(synced.ix._listings) == 6
+    assert not any(p.startswith(b"b/t") for p in synced.ix._runs)
+    assert synced.held() == synced.truth()
+
+
+def test_one_listings_across_walks_with_other_options_and_starts(
+    tmp_path: Path, settle_now: None
+) -> None:
+    """``Walker.runs`` with one ``Listings`` and the options (hidden, no_ignore, prune) or
+    the start changed between walks: each walk's files are those of a walk keeping nothing."""
+    tree = make_tree(tmp_path)
+    (tree / ".hid").mkdir()
+    (tree / ".hid" / "h.py").write_text("h = 1\n")
+    (tree / "x.tmp").write_text("t = 1\n")
+    (tree / "a" / ".ignore").write_text("one.py\n")
+    settled(tree)
+    root = pin_root(str(tree))
+    try:
+        fs, listings = root.fs, Listings()
+        walks = [(b"", WalkOptions()), (b"", WalkOptions(hidden=True)),
+                 (b"", WalkOptions(no_ignore=True)), (b"", WalkOptions()), (b"a", WalkOptions()),
+                 (b"", WalkOptions(prune=frozenset([b"a/deep"]))), (b"a/deep", WalkOptions()),
+                 (b"", WalkOptions(hidden=True, no_ignore=True)), (b"", WalkOptions(hidden=True))]  # fmt: skip
+        for start, options in walks * 2:
+            want = [f.path for f in Walker(fs, start, options).files()]
+            w = Walker(fs, start, options, listings=listings)
+            assert [p + n for _fd, p, names in w.runs() for n in names] == want, (start, options)
+    finally:
+        root.close()
+
+
+@pytest.fixture
+def coarse_fs(tmp_path: Path, can_mount: None) -> Iterator[Path]:
+    """A file system that keeps times to the second (ext4 with 128-byte inodes), on a loop
+    device: a tick long enough for a listing and two changes to fall within one."""
+    img, mnt = tmp_path / "coarse.img", tmp_path / "coarse"
+    mnt.mkdir()
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", str(img)], check=True,
+                       capture_output=True)  # fmt: skip
+        _mount("-o", "loop", str(img), str(mnt))
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no ext4 on a loop device here")
+    try:
+        yield mnt
+    finally:
+        _umount(mnt)
+
+
+def test_a_change_in_the_same_second_as_the_listing_is_found(
+    tmp_path: Path, coarse_fs: Path
+) -> None:
+    """On a file system with 1 s timestamps, a file added, the directory listed by a
+    re-sync, and another file added, all within one second, leave the directory's key as
+    it was at the listing: that listing must not be kept (``SETTLE_NS``), or the next
+    re-sync misses the second file for good. (With ``SETTLE_NS`` set to 0 it does.)"""
+    tree = make_tree(coarse_fs)
+    s = Synced(tmp_path, tree)
+    try:
+        s.sync()
+        s.sync()  # (the listings are kept from a second full walk on)
+        d = tree / "b"
+        deadline = time.monotonic() + 60  # (a hang guard: one try in a second is enough)
+        for i in itertools.count():
+            (d / f"first{i}.py").write_text("first = 1\n")
+            key = confine.stat_result_key(os.stat(d))
+            s.sync()  # (b listed again, within the second of that change)
+            (d / f"second{i}.py").write_text("second = 1\n")
+            if confine.stat_result_key(os.stat(d)) == key:
+                break  # (the second change left b's key as the listing saw it)
+            assert time.monotonic() < deadline, "never two changes within one tick"
+        s.sync()
+        assert f"b/second{i}.py".encode() in s.ix.entries
+        assert s.held() == s.truth()
+    finally:
+        s.root.close()
+
+
+def test_an_ignore_file_edited_twice_in_the_second_of_its_read_is_read_again(
+    tmp_path: Path, coarse_fs: Path
+) -> None:
+    """The same for the root's .gitignore edited in place (same size, same inode) above
+    every kept directory: the edit after the read leaves its key as the read saw it."""
+    tree = make_tree(coarse_fs)
+    ignore = tree / ".gitignore"
+    s = Synced(tmp_path, tree)
+    try:
+        s.sync()
+        s.sync()
+        deadline = time.monotonic() + 60  # (a hang guard)
+        while True:
+            with open(ignore, "r+b") as f:  # (in place: the same inode, the same size)
+                f.write(b"*.tmp\n")
+            key = confine.stat_result_key(os.stat(ignore))
+            s.sync()  # (the rules read within the second of that edit)
+            assert b"a/deep/er/y.py" in s.ix.entries
+            with open(ignore, "r+b") as f:
+                f.write(b"y.py\n")
+            if confine.stat_result_key(os.stat(ignore)) == key:
+                break
+            assert time.monotonic() < deadline, "never two edits within one tick"
+        s.sync()
+        assert b"a/deep/er/y.py" not in s.ix.entries
+        assert s.held() == s.truth()
+    finally:
+        s.root.close()

@@ -160,8 +160,13 @@ class Listings:
     - the hidden identities (``confine.hidden_generation``) and the walk's options.
     A listing is kept only when the directory and its ignore files changed at least
     ``SETTLE_NS`` before it was read (by ctime): a change within the same tick of the file
-    system's clock as the read could leave the times as they were. Files are never kept:
-    a re-sync stats each one every time (an edit in place changes no directory).
+    system's clock as the read could leave the times as they were. The read's time is this
+    host's clock: the file system's timestamps are taken to come from a clock within
+    ``SETTLE_NS`` of it (any local file system's: the kernel's; a network file system's
+    server running more than that behind could have a listing kept that a change within
+    one of its ticks of the read left out; one running ahead only keeps less). Files are
+    never kept: a re-sync stats each one every time (an edit in place changes no
+    directory).
 
     Bounded: one entry per directory walked (entries of directories no longer walked are
     dropped at the end of each full walk), holding its kept names, as many as the index
@@ -584,7 +589,7 @@ class Walker:
     ) -> _Level | None:
         """The rules of the ignore files of directory ``fd``; ``keys`` gets the
         ``fstat_key`` of each taken from the very file read, before it was read (None: not
-        read)."""
+        read, or its read failed)."""
         present = {name for name, kind in listing if kind == "file" and name in IGNORE_FILES}
         if not present:
             return None
@@ -605,7 +610,9 @@ class Walker:
                 data, cut = confine.read_fd(ffd, st.st_size, MAX_IGNORE_FILE_BYTES)
                 if cut:  # read up to the cap: never take the cut last line for a rule
                     data = data[: data.rfind(b"\n") + 1]
-            except OSError:
+            except OSError:  # (its rules left out of this walk: the listing is not kept)
+                if keys is not None:
+                    keys[name] = None
                 continue
             finally:
                 os.close(ffd)
