@@ -286,23 +286,82 @@ def _re2() -> Any:
     return re2
 
 
-def _any_byte(pattern: str) -> bool:
-    """Whether a regex uses RE2's ``\\C`` (any byte): the one construct ``never_nl`` leaves
-    free to match a line end (so a "line" match could span lines, and files joined for one
-    scan). ripgrep refuses it too. Escapes are read as RE2 reads them: ``\\\\C`` is a
-    backslash then ``C``, and ``\\Q...\\E`` quotes its text."""
-    i, n = pattern.find("\\"), len(pattern)
-    while 0 <= i < n - 1:
-        c = pattern[i + 1]
-        if c == "C":
-            return True
-        if c == "Q":  # (quoted up to ``\\E``, or to the end)
-            e = pattern.find("\\E", i + 2)
-            if e < 0:
-                return False
-            i = e
-        i = pattern.find("\\", i + 2)
-    return False
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_OCTAL_DIGITS = frozenset("01234567")
+
+
+def _escaped_code(pattern: str, i: int) -> tuple[int, int | None]:
+    """The escape at ``pattern[i]`` (a backslash) as RE2 reads it: where it ends, and the
+    code point it stands for when it is a hex (``\\x0a``, ``\\x{a}``) or octal (``\\012``,
+    ``\\12``) character code or ``\\n``; None for any other escape."""
+    c = pattern[i + 1]
+    if c == "n":
+        return i + 2, 10
+    if c == "x":
+        if pattern.startswith("{", i + 2):
+            end = pattern.find("}", i + 3)
+            digits = pattern[i + 3 : end] if end > 0 else ""
+            if digits and _HEX_DIGITS.issuperset(digits) and len(digits) <= 8:
+                return end + 1, int(digits, 16)
+            return i + 2, None
+        digits = pattern[i + 2 : i + 4]
+        if len(digits) == 2 and _HEX_DIGITS.issuperset(digits):
+            return i + 4, int(digits, 16)
+        return i + 2, None
+    if c in _OCTAL_DIGITS:  # \0 and up to two more digits; \1-\7 need one more (else: a
+        j = i + 2  # back-reference, which RE2 refuses itself)
+        while j < min(len(pattern), i + 4) and pattern[j] in _OCTAL_DIGITS:
+            j += 1
+        if c != "0" and j == i + 2:
+            return j, None
+        return j, int(pattern[i + 1 : j], 8)
+    return i + 2, None
+
+
+def _line_escape(pattern: str) -> str | None:
+    """What in a regex asks for a line end, which grep never matches (RE2's ``never_nl``;
+    ripgrep refuses both too): RE2's ``\\C`` (any byte: the one construct ``never_nl``
+    leaves free to match one, so a "line" match could span lines, and files joined for one
+    scan), or a line break written as an escape outside a character class (``\\n``,
+    ``\\x0a``, ``\\012``...: it would quietly match nothing). None when there is neither.
+    Escapes are read as RE2 reads them: ``\\\\n`` is a backslash then ``n``, ``\\Q...\\E``
+    quotes its text; inside ``[...]`` a line break is only one character of the class."""
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            c = pattern[i + 1]
+            if c == "C":
+                return "\\C (any byte), which may match a line end"
+            if c == "Q":  # (quoted up to ``\\E``, or to the end)
+                e = pattern.find("\\E", i + 2)
+                if e < 0:
+                    return None
+                i = e + 2
+                continue
+            end, code = _escaped_code(pattern, i)
+            if code == 10 and not in_class:
+                return f"{pattern[i:end]} (a line break)"
+            i = end
+            continue
+        if in_class:
+            if ch == "[" and pattern.startswith("[:", i):  # ([:alpha:] and its like)
+                e = pattern.find(":]", i + 2)
+                i = e + 2 if e > 0 else i + 1
+                continue
+            if ch == "]":
+                in_class = False
+        elif ch == "[":
+            in_class = True
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):  # (a ] first in a class is one of its characters)
+                i += 1
+            continue
+        i += 1
+    return None
 
 
 def _plain_regex(pattern: str) -> bool:
@@ -332,10 +391,11 @@ class Matcher:
                 "the pattern holds a line break, and grep matches within one line: search "
                 "for each line of it separately"
             )
-        if q.regex and _any_byte(q.pattern):
+        line_escape = _line_escape(q.pattern) if q.regex and "\\" in q.pattern else None
+        if line_escape is not None:
             raise InvalidPattern(
-                "the regex uses \\C (any byte), which may match a line end, and grep matches "
-                "within one line: use . (any character) instead"
+                f"the regex uses {line_escape}, and grep matches within one line: search for "
+                "each line of it separately (for any character, use .)"
             )
         self.query = q
         raw = q.pattern.encode("utf-8", "surrogateescape")

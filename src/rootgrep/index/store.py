@@ -329,13 +329,15 @@ class _Ticker:
     def __init__(self, progress: Progress | None, *, full: bool) -> None:
         self.progress = progress if full else None
         self.next = time.monotonic() + PROGRESS_SECONDS
+        self.said = 0  # (each count is said once: a listener hears no message twice)
         if self.progress is not None:
             self.progress(0, None, "re-syncing: walking the tree")
 
     def __call__(self, examined: int) -> None:
-        if self.progress is None or time.monotonic() < self.next:
+        if self.progress is None or examined == self.said or time.monotonic() < self.next:
             return
         self.next = time.monotonic() + PROGRESS_SECONDS
+        self.said = examined
         self.progress(examined, None, f"{examined} files examined")
 
     def done(self, examined: int, stats: SyncStats) -> None:
@@ -807,9 +809,9 @@ class RootIndex:
             keeping = only is None and self._walks > 0  # (see ``_listings``)
             runs, checked = self._runs, {} if keeping else None
             for dirfd, prefix, names, sts, keys in files:
+                if ticking:  # (the count before this run: the last is the total, said once,
+                    tick(examined)  # by ``done``)
                 examined += len(names)
-                if ticking:
-                    tick(examined)
                 if quick and checked is not None:
                     # a whole run at once: the same listing as last time (the very names
                     # list ``Listings`` kept), and every file's key the one the state held
