@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rootgrep.confine import Beneath
+from rootgrep.errors import InvalidPattern
 from rootgrep.grep import (
     FileMatches,
     GrepQuery,
@@ -57,7 +58,8 @@ def test_whole_word_uses_unicode_word_characters() -> None:
 
 def test_matches_never_cross_a_line_end() -> None:
     buf = b"a\nb\nab\n"
-    assert lines(r"a\nb", buf, regex=True) == []
+    with pytest.raises(InvalidPattern, match="line break"):  # (asked for: refused, as by rg)
+        lines(r"a\nb", buf, regex=True)
     assert lines(r"a\s*b", buf, regex=True) == [(3, 1, b"ab")]
     assert lines(r"a[^x]b", buf, regex=True) == []
     assert lines(r"^b$", buf, regex=True) == [(2, 1, b"b")]
