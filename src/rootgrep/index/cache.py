@@ -424,15 +424,8 @@ class IndexFolder:
     def append(self, name: str, data: bytes) -> None:
         """Append to a file of the folder (made if missing, mode 0600, never through a
         link), then fsync it: what was appended survives a crash whole or as a torn tail."""
-        fd = os.open(
-            name,
-            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-            0o600,
-            dir_fd=self.fs.fd,
-        )
+        fd = self._open_file(name, os.O_WRONLY | os.O_APPEND)
         try:
-            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(f"{name} in the index folder is not a regular file")
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -445,31 +438,36 @@ class IndexFolder:
         """Hold an exclusive ``flock`` on the folder's file ``name`` (made if missing, mode
         0600, never through a link) until the block ends: one process at a time among those
         that take it. Blocks while another holds it (its holder only makes an empty index)."""
-        fd = os.open(
-            name,
-            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-            0o600,
-            dir_fd=self.fs.fd,
-        )
+        fd = self._open_file(name, os.O_RDWR)
         try:
-            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(f"{name} in the index folder is not a regular file")
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)  # (and the lock with it)
 
     def touch(self, name: str) -> None:
-        fd = os.open(
-            name,
-            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-            0o600,
-            dir_fd=self.fs.fd,
-        )
+        fd = self._open_file(name, os.O_WRONLY)
         try:
             os.utime(fd)
         finally:
             os.close(fd)
+
+    def _open_file(self, name: str, flags: int) -> int:
+        """A file of the folder opened with ``flags`` (made if missing, mode 0600, never
+        through a link, never waiting on a FIFO), checked to be a regular file."""
+        fd = os.open(
+            name,
+            flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+            0o600,
+            dir_fd=self.fs.fd,
+        )
+        try:
+            if not stat_mod.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{name} in the index folder is not a regular file")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def subdir_path(self, name: str) -> tuple[str, bool]:
         """A subfolder (made 0700 if missing, never through a link) as a path for tantivy,
