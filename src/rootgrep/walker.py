@@ -264,11 +264,7 @@ class Walker:
                             fd = top.fd if lent else os.dup(top.fd)
                             yield DirBatch(top.rel, fd, files, not lent)
                         run = []
-                    child = self._open_child(top.fd, name, prefix + name)
-                    if child is not None:
-                        top.idx = i
-                        frames.append(self._enter(prefix + name, child, top.levels))
-                        self._bound_fds(frames)
+                    if self._descend(frames, top, i, name, prefix + name):
                         descended = True
                         break
                 if descended:
@@ -281,6 +277,18 @@ class Walker:
                     os.close(top.fd)
         finally:
             _close_frames(frames)
+
+    def _descend(self, frames: list[_Frame], top: _Frame, i: int, name: bytes, rel: bytes) -> bool:
+        """Enter ``top``'s subdirectory ``name`` (``rel`` beneath the root), ``top`` to go on
+        at entry ``i`` once it is done; False when it cannot be entered (skipped, as the
+        walk's errors say)."""
+        child = self._open_child(top.fd, name, rel)
+        if child is None:
+            return False
+        top.idx = i
+        frames.append(self._enter(rel, child, top.levels))
+        self._bound_fds(frames)
+        return True
 
     def runs(self) -> Iterator[tuple[int, bytes, list[bytes]]]:
         """The files below ``start`` (a directory), in path order, as (fd, prefix, names):
@@ -325,11 +333,7 @@ class Walker:
                         yield top.fd, prefix, seg
                         continue
                     assert isinstance(seg, bytes)
-                    child = self._open_child(top.fd, seg, prefix + seg)
-                    if child is not None:
-                        top.idx = i
-                        frames.append(self._enter(prefix + seg, child, top.levels))
-                        self._bound_fds(frames)
+                    if self._descend(frames, top, i, seg, prefix + seg):
                         descended = True
                         break
                 if descended:
