@@ -160,3 +160,16 @@ def checksum(top: Path) -> str:
             elif stat.S_ISREG(st.st_mode):
                 h.update(Path(p).read_bytes())
     return h.hexdigest()
+
+
+def rg_matches(cwd: Path, pattern: str, *flags: str) -> list[tuple[str, int]]:
+    """ripgrep's matching lines of ``pattern`` beneath ``cwd`` as (path, line number), in
+    path order: the oracle the indexed and live greps are checked against."""
+    out = subprocess.run([RG, "-n", "--sort", "path", "--no-heading", "--with-filename",
+                          *flags, "-e", pattern], cwd=cwd, capture_output=True,
+                         check=False).stdout  # fmt: skip
+    got = []
+    for line in out.splitlines():
+        path, n, _ = line.split(b":", 2)
+        got.append((path.decode().removeprefix("./"), int(n)))
+    return got

@@ -15,7 +15,7 @@ from rootgrep.errors import InvalidPattern
 from rootgrep.index.manager import IndexManager
 from rootgrep.roots import pin_root
 from rootgrep.service import Service, Settings, Token
-from support import RG, ROOTGREP
+from support import RG, ROOTGREP, rg_matches
 
 REFUSED = [r"b\n", r"\x0a", r"\x{a}", r"\x0A", r"(?:\n)?c", r"[[:alpha:]]\n", r"b\nc"]
 # escapes ripgrep's parser reads otherwise (octal): refused here all the same
@@ -34,13 +34,10 @@ def tree(tmp_path: Path) -> Path:
 
 
 def rg_lines(tree: Path, pattern: str) -> tuple[int, list[tuple[str, int]]]:
-    out = subprocess.run([RG, "-n", "--no-heading", "--sort=path", "-e", pattern, "."],
-                         cwd=tree, capture_output=True, text=True, check=False)  # fmt: skip
-    got = []
-    for line in out.stdout.splitlines():
-        path, no, _ = line.split(":", 2)
-        got.append((path.removeprefix("./"), int(no)))
-    return out.returncode, got
+    """ripgrep's exit status for ``pattern`` (2: refused) and its matching lines."""
+    code = subprocess.run([RG, "-q", "-e", pattern, "."], cwd=tree, capture_output=True,
+                          check=False).returncode  # fmt: skip
+    return code, rg_matches(tree, pattern)
 
 
 def test_a_line_end_escape_is_refused_live_indexed_and_in_the_cli(

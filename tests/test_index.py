@@ -31,7 +31,7 @@ from rootgrep.index.store import (
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 from rootgrep.walker import list_files
-from support import RG
+from support import rg_matches
 
 
 def wait_until(pred, seconds: float = 15.0) -> None:  # type: ignore[no-untyped-def]
@@ -165,13 +165,7 @@ def test_indexed_grep_equals_rg_on_the_standard_library(
         cursor = res.next_cursor
         if cursor is None:
             break
-    out = subprocess.run([RG, "-n", "--sort", "path", "--no-heading", "--with-filename",
-                          *rg_flags, "-e", pattern], cwd=stdlib_copy, capture_output=True,
-                         check=False).stdout  # fmt: skip
-    want = []
-    for line in out.splitlines():
-        path, n, _ = line.split(b":", 2)
-        want.append((path.decode(), int(n)))
+    want = rg_matches(stdlib_copy, pattern, *rg_flags)
     assert got == want and got
 
 

@@ -17,7 +17,7 @@ from rootgrep.index.plan import Q, plan
 from rootgrep.index.store import PIECE_CHARS, PIECE_OVER, RootIndex, parse_search, tri_pieces
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
-from support import RG
+from support import RG, rg_matches
 
 FILLER = "filler line {:06d} holds nothing of note here\n"
 
@@ -103,15 +103,7 @@ def lines_of(svc: Service, r: Root, pattern: str, regex: bool, cs: bool) -> tupl
 
 
 def rg_lines(tree: Path, pattern: str, regex: bool, cs: bool) -> list[tuple[str, int]]:
-    flags = [*([] if regex else ["-F"]), *([] if cs else ["-i"])]
-    out = subprocess.run([RG, "-n", "--sort", "path", "--no-heading", "--with-filename",
-                          *flags, "-e", pattern], cwd=tree, capture_output=True,
-                         check=False).stdout  # fmt: skip
-    want = []
-    for line in out.splitlines():
-        path, n, _ = line.split(b":", 2)
-        want.append((path.decode(), int(n)))
-    return want
+    return rg_matches(tree, pattern, *([] if regex else ["-F"]), *([] if cs else ["-i"]))
 
 
 @pytest.mark.parametrize(
