@@ -114,6 +114,17 @@ def test_the_phrase_checks_of_one_page_read_a_bounded_amount(
         cut = service.search([r], Token(), query='"needle project"')
         assert 1 <= len(cut.results) < 4
         assert {h.path for h in cut.results} < {h.path for h in whole.results}
+        # a hit left unchecked ends its page and is checked by the next: paged through, the
+        # pages hold every file once (before, one past the budget was skipped for good)
+        seen: list[str] = [h.path for h in cut.results]
+        cursor = cut.next_cursor
+        for _ in range(10):
+            if cursor is None:
+                break
+            page = service.search([r], Token(), query='"needle project"', cursor=cursor)
+            seen += [h.path for h in page.results]
+            cursor = page.next_cursor
+        assert sorted(seen) == sorted(h.path for h in whole.results)
     finally:
         manager.close()
         r.close()

@@ -344,8 +344,14 @@ class Searching(ServiceBase):
             at += 1
             budget -= 1
             data = self._current_text(r, rel)
-            if data is None or not self._holds_phrases(parsed, r, rel, data, phrase_budget):
-                continue  # (the index cannot tell a phrase from its words in any order)
+            if data is None:
+                continue
+            holds = self._holds_phrases(parsed, r, rel, data, phrase_budget)
+            if holds is None and at - 1 > offset:
+                at -= 1  # (left unchecked: the page ends before it, the next checks it)
+                break
+            if not holds:  # (the index cannot tell a phrase from its words in any order;
+                continue  # unchecked even with a whole page's budget: not shown)
             snippets = [  # (whole lines, or a window around the match: SPEC §8)
                 Snippet(line=n, text=t)
                 for n, t in ranking.snippets_of(data, rel, max_chars=DEFAULT_MAX_LINE_CHARS)
@@ -373,12 +379,13 @@ class Searching(ServiceBase):
 
     def _holds_phrases(
         self, parsed: ParsedSearch, r: Root, rel: bytes, head: bytes, budget: list[int]
-    ) -> bool:
+    ) -> bool | None:
         """Whether the file holds the query's phrases (and none it excludes): in ``head``
         (what is shown of it), or else anywhere in it up to ``--max-file-size`` (as far as
         the index reads a file: a phrase past the first ``--max-read-bytes`` counts as its
         words do). Those further reads share ``budget`` (bytes left for one page,
-        ``PHRASE_READ_BYTES``): past it, a hit that cannot be checked is not shown."""
+        ``PHRASE_READ_BYTES``): None when the budget left cannot check it (the page ends
+        there, and the next page checks it with a budget of its own)."""
         if not parsed.checks_text:
             return True
         if len(head) < self.settings.max_read_bytes:
@@ -386,7 +393,7 @@ class Searching(ServiceBase):
         if not parsed.not_phrases and parsed.holds_phrases(head):
             return True
         if budget[0] <= len(head):
-            return False  # (the page's reads are spent: unchecked, so not shown)
+            return None  # (the page's reads are spent: unchecked)
         try:
             res = r.fs.read(
                 confine.split_relpath(rel), max_bytes=min(self.settings.max_file_size, budget[0])
@@ -395,7 +402,7 @@ class Searching(ServiceBase):
             return False
         budget[0] -= len(res.data)
         if res.truncated and len(res.data) < self.settings.max_file_size:
-            return False  # (cut by the budget, not by the file size cap: unchecked)
+            return None  # (cut by the budget, not by the file size cap: unchecked)
         return parsed.holds_phrases(res.data)
 
     def _current_text(self, r: Root, rel: bytes) -> bytes | None:
