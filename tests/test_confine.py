@@ -545,3 +545,32 @@ def test_tantivy_temp_names_are_told_as_the_regex_tells_them(name: bytes) -> Non
     from rootgrep.index.cache import is_tantivy_temp
 
     assert is_tantivy_temp(name) == (_TANTIVY_RE.match(name) is not None)
+
+
+@pytest.mark.parametrize("visible", [3, 4])
+def test_a_split_listing_cut_with_a_hidden_entry_says_it_was_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, visible: int
+) -> None:
+    """The walker's listing (``scan_split``) caps what it reads at ``MAX_DIR_ENTRIES``
+    (lowered here) after leaving hidden entries out, as ``scan_fd`` does: a hidden entry
+    among those read no longer makes a cut listing look whole (a file was then left out of
+    every walk without a word)."""
+    from rootgrep import confine
+
+    for name in "abcd"[:visible]:
+        (tmp_path / name).write_text(name)
+    (tmp_path / ".cache").mkdir()
+    monkeypatch.setattr(confine, "MAX_DIR_ENTRIES", 3)
+    hidden_fd = os.open(tmp_path / ".cache", os.O_RDONLY | os.O_DIRECTORY)
+    key = confine.hide(hidden_fd)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        dotted, plain, cut = confine.scan_split(fd)
+        whole = confine.scan_fd(fd)
+    finally:
+        os.close(fd)
+        confine.unhide(key)
+        os.close(hidden_fd)
+    assert dotted == []  # (the hidden directory is never shown)
+    assert cut == whole.cut == (visible > 3)
+    assert [n for n, _ in plain] == [e.name for e in whole]

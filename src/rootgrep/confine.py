@@ -478,11 +478,14 @@ def scan_split(dirfd: int) -> tuple[list[Listed], list[Listed], bool]:
     inos = _hidden_inos
     room = MAX_DIR_ENTRIES
     with os.scandir(dirfd) as it:
-        read = itertools.islice(it, room + 1)
-        if inos:  # (the cache dir or the audit log may be here: checked by inode first)
-            des = [de for de in read if not (de.inode() in inos and _hidden_at(dirfd, de.name))]
-        else:
-            des = list(read)
+        # hidden entries left out before the cap counts (else one among those read made a
+        # cut listing look whole), as ``scan_fd`` counts
+        shown = (
+            (de for de in it if not (de.inode() in inos and _hidden_at(dirfd, de.name)))
+            if inos  # (the cache dir or the audit log may be here: checked by inode first)
+            else it
+        )
+        des = list(itertools.islice(shown, room + 1))
     cut = len(des) > room
     if cut:
         del des[room:]
