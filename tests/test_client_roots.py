@@ -97,3 +97,34 @@ async def test_refreshes_coalesce_to_one_in_flight_and_one_queued(tmp_path: Path
     assert [r.path for r in await client.current()] == [str(d).encode() for d in dirs[1:]]
     assert client.requested == 301 and client.fetches == 2
     client.close()
+
+
+async def test_calls_queued_behind_an_unanswered_ask_do_not_ask_again(tmp_path: Path) -> None:
+    """Five first calls of a session whose client never answers ``roots/list``: one ask on a
+    call's own stream (the others waited for it and share its outcome), not five asks one
+    after another, each waiting its whole time-out."""
+    service = Service([], Settings(), Audit(None))
+    asked: list[int] = []
+    give_up = anyio.Event()
+
+    async def never_answered() -> list[dict[str, str]]:
+        asked.append(1)
+        await give_up.wait()  # (the time-out, made an event: no timing here)
+        raise TimeoutError("roots/list got no answer")
+
+    client = ClientRoots(service, never_answered, list_changed=True)
+    results: list[bool] = []
+
+    async def first_call() -> None:
+        results.append(await client.prime(never_answered))
+
+    with anyio.fail_after(30):  # (a hang guard)
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(first_call)
+            await anyio.wait_all_tasks_blocked()
+            assert len(asked) == 1
+            give_up.set()
+    assert asked == [1] and results == [False] * 5
+    assert client.needs_prime()  # (still no answer: the next call may ask again)
+    client.close()

@@ -136,6 +136,7 @@ class ClientRoots:
         self.requested = 0  # refreshes asked for (notifications, TTL expiries)
         self.primed = 0  # answers fetched on a call's own stream (see ``prime``)
         self._prime_lock = anyio.Lock()
+        self._prime_tries = 0  # own-stream asks finished (a caller queued behind one shares it)
         self.notes: list[str] = []  # said by every tool's answer (roots over the cap)
         self._ready = anyio.Event()
         self._queued: anyio.Event | None = None  # the refresh waiting behind the running one
@@ -214,8 +215,11 @@ class ClientRoots:
         attempt, bounded by the fetch's own time-out. True when an answer was taken."""
         if not self.needs_prime():
             return False
+        tries = self._prime_tries
         async with self._prime_lock:
-            if not self.needs_prime():
+            # an ask that finished while this call waited for the lock is its answer too:
+            # calls queued behind one unanswered ask do not ask again one after another
+            if not self.needs_prime() or self._prime_tries != tries:
                 return False
             ready = self._ready
             try:
@@ -223,6 +227,8 @@ class ClientRoots:
             except Exception as e:  # the regular refresh still decides
                 log.info("roots/list on the call's stream failed: %r", e)
                 return False
+            finally:
+                self._prime_tries += 1
             notes: list[str] = []
             new, problems = await anyio.to_thread.run_sync(
                 accept_raw_roots, raw, self.service, self.service.audit, self.roots, notes
