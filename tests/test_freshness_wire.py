@@ -136,3 +136,57 @@ def test_a_long_pattern_is_still_answered_from_the_index(tmp_path: Path) -> None
         server.close()
         manager.close()
         r.close()
+
+
+def test_an_asker_trickling_its_request_cannot_hold_the_daemon(tmp_path: Path) -> None:
+    """One thread of the daemon answers every asker in turn: a peer that sends its request a
+    byte at a time is cut off once ``REQUEST_SECONDS`` have passed, so an asker behind it is
+    still answered from the index (before, each byte restarted a 5 s time-out: the trickle
+    held the thread, and every other asker timed out and scanned live)."""
+    import socket
+
+    from rootgrep.index.freshness import FreshnessServer, _socket_path, ask_fresh
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text("frobnicate = 1\n")
+    cache = str(tmp_path / "cache")
+    r = pin_root(str(tree))
+    manager = IndexManager(cache, hold_writer=True)
+    server = FreshnessServer(manager)
+    done = threading.Event()
+    try:
+        manager.activate(r, 0)
+        assert manager.wait_built(r.path, 60)
+        assert server.serve(r.path) is None
+        ix = manager.get(r.path)
+        assert ix is not None and ix.index is not None
+        path = _socket_path(ix.index.folder)
+        started = threading.Event()
+
+        def trickle() -> None:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(path)
+                started.set()
+                for _ in range(200):  # (up to 20 s: longer than any asker waits)
+                    if done.wait(0.1):
+                        return
+                    try:
+                        s.send(b"2")
+                    except OSError:
+                        return  # (cut off)
+
+        t = threading.Thread(target=trickle, daemon=True)
+        t.start()
+        assert started.wait(10)
+        query = {"pattern": "frobnicate", "regex": False, "case_sensitive": True}
+        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20)
+        assert found is not None, why
+        assert found.paths == [b"a.py"]
+    finally:
+        done.set()
+        server.close()
+        manager.close()
+        r.close()

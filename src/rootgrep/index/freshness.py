@@ -34,6 +34,7 @@ import contextlib
 import errno
 import os
 import struct
+import time
 from collections.abc import Callable, Iterator
 
 from ..confine import display, strip_prefix
@@ -56,6 +57,8 @@ MAX_DIRTY = 20_000  # more unfolded changes than this: not fresh (the answer sta
 MAX_LINE = 1 << 20  # a request line (a pattern of up to grep.MAX_PATTERN_BYTES, in base64)
 MAX_ANSWER = 1 << 30  # the paths of an answer (NUL-separated); an index of 10M files fits
 TIMEOUT_SECONDS = 5.0  # hang guard on either side of one exchange
+REQUEST_SECONDS = 1.0  # the daemon reads a whole request line within this (an asker sends
+# it in one write at once: one that trickles in would hold the one answering thread)
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
@@ -81,9 +84,18 @@ def _peer_uid(conn: socket.socket | _socket.socket) -> int:
     return uid
 
 
-def _read_line(conn: socket.socket, limit: int) -> bytes:
+def _read_line(conn: socket.socket, limit: int, seconds: float | None = None) -> bytes:
+    """One line from ``conn`` (at most ``limit`` bytes), within ``seconds`` in all when
+    given (else each read within the socket's own time-out): a peer that sends a byte at a
+    time cannot hold the reader longer."""
     buf = bytearray()
+    deadline = None if seconds is None else time.monotonic() + seconds
     while b"\n" not in buf:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the line did not come in time")
+            conn.settimeout(left)
         chunk = conn.recv(1 << 16)
         if not chunk:
             break
@@ -248,7 +260,9 @@ class FreshnessServer:
         conn.settimeout(TIMEOUT_SECONDS)
         if _peer_uid(conn) != os.geteuid():
             return  # (the cache dir is 0700; a peer of another uid is refused all the same)
-        line = _read_line(conn, MAX_LINE)
+        # one thread answers every asker in turn: a request that trickles in is cut off
+        line = _read_line(conn, MAX_LINE, REQUEST_SECONDS)
+        conn.settimeout(TIMEOUT_SECONDS)
         paths: list[bytes] = []
         try:
             request = _parse_request(line)
