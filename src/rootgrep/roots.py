@@ -83,7 +83,8 @@ def parse_file_uri(uri: str) -> bytes:
 
 
 # the bytes ``urllib.parse.quote_from_bytes(path, safe="/")`` leaves as they are
-_URI_PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+_URI_PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/"
+_URI_PLAIN = frozenset(_URI_PLAIN_BYTES)
 _URI_ESCAPES = [f"%{b:02X}" for b in range(256)]
 
 
@@ -91,7 +92,7 @@ def path_to_uri(path: bytes) -> str:
     """The canonical ``file://`` URI of an absolute path (bytes are percent-encoded), as
     ``urllib.parse.quote_from_bytes(path, safe="/")`` writes it (without importing
     ``urllib.parse``, 1.5 ms of every root pinned by the CLI; a test keeps the two equal)."""
-    if all(b in _URI_PLAIN for b in path):
+    if not path.translate(None, _URI_PLAIN_BYTES):  # (every byte plain: one pass in C)
         return "file://" + path.decode("ascii")
     return "file://" + "".join(chr(b) if b in _URI_PLAIN else _URI_ESCAPES[b] for b in path)
 

@@ -44,6 +44,7 @@ from ..models import (
     SearchHit,
     SearchResult,
     Snippet,
+    construct,
 )
 from ..roots import Root
 from ..symbols import Symbol
@@ -522,9 +523,7 @@ class _GrepPage:
         for lm in fm.matches:
             if fm.path == self._after and lm.line <= self._after_line:
                 continue
-            m = self._match(lm, shown, uri)
-            if defs:
-                m.symbol = defs.enclosing(lm.line)
+            m = self._match(lm, shown, uri, defs.enclosing(lm.line) if defs else None)
             size = len(m.text) + sum(map(len, m.before)) + sum(map(len, m.after))
             if len(self.out) >= self.limit or (self.out and self.held + size > self.budget):
                 self.more = True
@@ -538,7 +537,7 @@ class _GrepPage:
             return False
         return True
 
-    def _match(self, lm: LineMatch, shown: str, uri: str) -> GrepMatch:
+    def _match(self, lm: LineMatch, shown: str, uri: str, symbol: str | None) -> GrepMatch:
         width = self.max_line_chars
         if len(lm.text) > width:  # (bytes: never fewer than characters)
             span = self.matcher.find(lm.text, lm.offset) if self.matcher is not None else None
@@ -554,9 +553,10 @@ class _GrepPage:
             cut = cut or c_cut
         # (constructed, not validated: every value has its type already, and validating
         # each of a page's 1,000 matches cost more than building it)
-        return GrepMatch.model_construct(
-            root=self._ref, path=shown, uri=uri, line=lm.line, column=lm.column, text=line,
-            before=ctx[: len(before)], after=ctx[len(before) :], line_truncated=cut,
+        return construct(
+            GrepMatch, root=self._ref, path=shown, uri=uri, line=lm.line, column=lm.column,
+            text=line, before=ctx[: len(before)], after=ctx[len(before) :], symbol=symbol,
+            line_truncated=cut,
         )  # fmt: skip
 
     def _file(self, fm: FileMatches) -> bool:
