@@ -98,7 +98,19 @@ async def test_roots_on_a_hung_mount_leave_other_sessions_working(tmp_path: Path
             await _session_call(url, [uri(tmp_path / "mnt" / "sub0")], again, 0)
         assert code(again[0]) == "no_roots", text(again[0])
         assert mount.lookups == before
+        # once the mount answers (here: is torn down, so the blocked opens fail), the given-up
+        # threads end and the root is tried again (and now refused for what it is)
+        mount.abort()
+        with anyio.fail_after(GUARD):
+            await _until(lambda: stuck_threads(proc.pid) == 0)
+            await _session_call(url, [uri(tmp_path / "mnt" / "sub0")], again, 1)
+        assert code(again[1]) == "no_roots", text(again[1])
+        assert "Transport endpoint is not connected" in errpath.read_text()
     lines = [json.loads(x) for x in audit.read_text().splitlines()]
     timed_out = [x for x in lines if x["op"] == "accept_root" and x["reason"] == "pin_timeout"]
     assert len(timed_out) >= HUNG_SESSIONS + 1, lines
     assert all(x["decision"] == "deny" for x in timed_out)
+    last = [
+        x for x in lines if x["op"] == "accept_root" and (x["requested"] or "").endswith("/sub0")
+    ][-1]
+    assert (last["decision"], last["reason"]) == ("deny", "invalid_uri"), last
