@@ -5,7 +5,10 @@ the kernel, as on a hung NFS or FUSE mount, until the mount is torn down (closin
 aborts the connection: the blocked opens fail with ENOTCONN).
 
 The daemon records each LOOKUP (the name asked for), so a test can wait until a given number
-of opens are really stuck in the kernel, without any sleep.
+of opens are really stuck in the kernel, without any sleep. ``answer(name)`` makes the mount
+answer late for one name: the held lookup of it (and every later one) finds an empty
+directory, which can be opened, stat'ed and closed; the daemon counts the directories opened
+and released, so a test sees whether whoever opened one closed it.
 """
 
 from __future__ import annotations
@@ -21,12 +24,22 @@ from pathlib import Path
 
 FUSE_LOOKUP = 1
 FUSE_FORGET = 2
+FUSE_GETATTR = 3
+FUSE_OPENDIR = 27
+FUSE_RELEASEDIR = 29
 FUSE_INIT = 26
 FUSE_INTERRUPT = 36
 FUSE_BATCH_FORGET = 42
 _IN_HEADER = struct.Struct("<IIQQIIIHH")  # fuse_in_header: 40 bytes
 _OUT_HEADER = struct.Struct("<IiQ")  # fuse_out_header: 16 bytes
 _INIT_OUT = struct.Struct("<IIIIHHIIHHII6I")  # fuse_init_out (7.31 layout): 64 bytes
+_ATTR = struct.Struct("<QQQQQQIIIIIIIIII")  # fuse_attr: 88 bytes
+_ENTRY_OUT = struct.Struct("<QQQQII")  # fuse_entry_out, before its fuse_attr
+_ATTR_OUT = struct.Struct("<QII")  # fuse_attr_out, before its fuse_attr
+_OPEN_OUT = struct.Struct("<QIi")  # fuse_open_out
+ROOT_NODE = 1
+VALID = 3600  # seconds the kernel may keep an answered entry or attribute
+ENOENT = 2
 FUSE_PARALLEL_DIROPS = 1 << 18  # (without it the kernel sends one lookup a directory at a time)
 _NO_REPLY = {FUSE_FORGET, FUSE_INTERRUPT, FUSE_BATCH_FORGET}
 ENOSYS = 38
@@ -53,12 +66,32 @@ class HungMount:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.lookups: list[bytes] = []  # names asked for, in order (never answered)
+        self.opened = 0  # directories opened on the mount (of the names answered)
+        self.released = 0  # ... and closed again
+        self._held: dict[bytes, list[int]] = {}  # name -> unique ids of its held lookups
+        self._nodes: dict[bytes, int] = {}  # names answered -> their node id
         self._changed = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="hung-fuse", daemon=True)
 
     def _reply(self, unique: int, error: int, body: bytes = b"") -> None:
         os.write(self.fd, _OUT_HEADER.pack(_OUT_HEADER.size + len(body), error, unique) + body)
+
+    def _attr(self, node: int) -> bytes:
+        mode = 0o040755  # (an empty directory, owned by root)
+        return _ATTR.pack(node, 0, 0, 0, 0, 0, 0, 0, 0, mode, 2, 0, 0, 0, 4096, 0)
+
+    def _entry(self, node: int) -> bytes:
+        return _ENTRY_OUT.pack(node, 0, VALID, VALID, 0, 0) + self._attr(node)
+
+    def answer(self, name: bytes) -> None:
+        """From now on ``name`` (in the mount's top directory) is an empty directory; its
+        held lookup is answered."""
+        with self._changed:
+            node = self._nodes.setdefault(name, len(self._nodes) + 2)
+            held = self._held.pop(name, [])
+        for unique in held:
+            self._reply(unique, 0, self._entry(node))
 
     def _serve(self) -> None:
         while not self._stop:
@@ -69,15 +102,32 @@ class HungMount:
                 data = os.read(self.fd, 1 << 20)
             except OSError:  # aborted (the device was closed): the mount is gone
                 return
-            length, opcode, unique, _node, *_ = _IN_HEADER.unpack_from(data)
+            length, opcode, unique, nodeid, *_ = _IN_HEADER.unpack_from(data)
             if opcode == FUSE_INIT:
                 self._reply(unique, 0, _INIT_OUT.pack(7, 31, 0, FUSE_PARALLEL_DIROPS, 0, 0, 4096, 1, 0, 0, 0, 0,
                                                       *([0] * 6)))  # fmt: skip
             elif opcode == FUSE_LOOKUP:
                 name = data[_IN_HEADER.size : length].rstrip(b"\0")
                 with self._changed:
-                    self.lookups.append(name)
+                    node = self._nodes.get(name) if nodeid == ROOT_NODE else None
+                    if node is None and nodeid == ROOT_NODE:
+                        self.lookups.append(name)
+                        self._held.setdefault(name, []).append(unique)
                     self._changed.notify_all()
+                if node is not None:
+                    self._reply(unique, 0, self._entry(node))
+                elif nodeid != ROOT_NODE:  # (inside an answered directory: it is empty)
+                    self._reply(unique, -ENOENT)
+            elif opcode == FUSE_GETATTR:
+                self._reply(unique, 0, _ATTR_OUT.pack(VALID, 0, 0) + self._attr(nodeid))
+            elif opcode in (FUSE_OPENDIR, FUSE_RELEASEDIR):
+                with self._changed:
+                    if opcode == FUSE_OPENDIR:
+                        self.opened += 1
+                    else:
+                        self.released += 1
+                    self._changed.notify_all()
+                self._reply(unique, 0, _OPEN_OUT.pack(0, 0, 0) if opcode == FUSE_OPENDIR else b"")
             elif opcode not in _NO_REPLY:
                 self._reply(unique, -ENOSYS)
 
@@ -90,6 +140,11 @@ class HungMount:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def wait_closed(self, timeout: float) -> bool:
+        """Block until a directory was opened on the mount and every one opened is closed."""
+        with self._changed:
+            return self._changed.wait_for(lambda: 0 < self.opened == self.released, timeout)
 
     def wait_lookups(self, n: int, timeout: float) -> bool:
         """Block until at least ``n`` lookups are stuck (a hang guard bounds it)."""

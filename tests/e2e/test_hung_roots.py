@@ -34,7 +34,9 @@ HUNG_SESSIONS = 7  # more than DEFAULT_THREADS (6), fewer than ROOTS_THREADS
 GUARD = 60  # seconds: a hang guard only
 
 
-async def _session_call(url: str, roots: list[str], results: dict[int, Any], key: int) -> None:
+async def _session_call(
+    url: str, roots: list[str], results: dict[int, Any], key: int, tool: str = "grep"
+) -> None:
     async with (
         httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=GUARD)) as http,
         Client(
@@ -43,7 +45,8 @@ async def _session_call(url: str, roots: list[str], results: dict[int, Any], key
             list_roots_callback=RootsStub(roots),
         ) as c,
     ):
-        results[key] = await c.call_tool("grep", {"pattern": "needle"})
+        args = {"pattern": "needle"} if tool == "grep" else {}
+        results[key] = await c.call_tool(tool, args)
 
 
 async def _until(check: Any) -> None:
@@ -91,26 +94,36 @@ async def test_roots_on_a_hung_mount_leave_other_sessions_working(tmp_path: Path
         log = errpath.read_text()
         assert f"did not finish within {PIN_SECONDS:g} s" in log, log[-3000:]
         # a session announcing a root on the hung mount again is refused at once: no new
-        # thread blocks on it (the daemon sees no new lookup)
+        # thread blocks on it (the given-up ones, one a hung session, still do)
+        assert stuck_threads(proc.pid) == HUNG_SESSIONS
         before = list(mount.lookups)
         again: dict[int, Any] = {}
         with anyio.fail_after(GUARD):
             await _session_call(url, [uri(tmp_path / "mnt" / "sub0")], again, 0)
         assert code(again[0]) == "no_roots", text(again[0])
+        assert "an earlier opening of it did not finish" in errpath.read_text()
+        assert stuck_threads(proc.pid) == HUNG_SESSIONS
         assert mount.lookups == before
-        # once the mount answers (here: is torn down, so the blocked opens fail), the given-up
-        # threads end and the root is tried again (and now refused for what it is)
+        # once the mount answers for sub0, its given-up pin ends late: the directories it
+        # opened are all closed again (none kept by nobody), and the root is served again
+        mount.answer(b"sub0")
+        with anyio.fail_after(GUARD):
+            assert await anyio.to_thread.run_sync(mount.wait_closed, GUARD)
+            await _session_call(url, [uri(tmp_path / "mnt" / "sub0")], again, 1, "list_roots")
+        assert not again[1].is_error and "sub0" in text(again[1]), text(again[1])
+        # once the rest answer too (here: the mount is torn down, so their opens fail), the
+        # given-up threads end and a root is tried again (and refused for what it is now)
         mount.abort()
         with anyio.fail_after(GUARD):
             await _until(lambda: stuck_threads(proc.pid) == 0)
-            await _session_call(url, [uri(tmp_path / "mnt" / "sub0")], again, 1)
-        assert code(again[1]) == "no_roots", text(again[1])
+            await _session_call(url, [uri(tmp_path / "mnt" / "sub1")], again, 2)
+        assert code(again[2]) == "no_roots", text(again[2])
         assert "Transport endpoint is not connected" in errpath.read_text()
     lines = [json.loads(x) for x in audit.read_text().splitlines()]
     timed_out = [x for x in lines if x["op"] == "accept_root" and x["reason"] == "pin_timeout"]
     assert len(timed_out) >= HUNG_SESSIONS + 1, lines
     assert all(x["decision"] == "deny" for x in timed_out)
     last = [
-        x for x in lines if x["op"] == "accept_root" and (x["requested"] or "").endswith("/sub0")
+        x for x in lines if x["op"] == "accept_root" and (x["requested"] or "").endswith("/sub1")
     ][-1]
     assert (last["decision"], last["reason"]) == ("deny", "invalid_uri"), last
