@@ -304,3 +304,62 @@ def test_a_program_held_in_memory_runs_but_inside_the_sandbox(world: Path) -> No
 
     assert run("sandboxed") == 13  # EACCES: it ran, and the kernel refused its open
     assert run("plain") not in (13, 255)  # (it opened the file: -fd & 0xff)
+
+
+def _open_fds() -> set[int]:
+    return {int(n) for n in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.parametrize("outcome", ["load_fails", "refused", "refused_best_effort", "restricted"])
+def test_entering_the_sandbox_closes_its_null_device_fd_on_every_path(
+    world: Path, monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    """The ``/dev/null`` rule's fd (opened through confine, the null device itself) is
+    closed whether the lazy modules fail to load, the restriction is refused, or it holds.
+    In-process: ``restrict`` itself is replaced (a real one cannot be undone), so is the
+    load when it is to fail."""
+    import argparse
+    import stat
+
+    from rootgrep import cli, sandbox
+    from rootgrep.roots import pin_root
+
+    granted: list[tuple[int, int]] = []
+
+    def restrict(rules: list[sandbox.Rule], min_abi: int) -> int:
+        for rule in rules:
+            if rule.what == os.devnull:
+                st = os.fstat(rule.fd)
+                assert stat.S_ISCHR(st.st_mode)
+                granted.append((os.major(st.st_rdev), os.minor(st.st_rdev)))
+        if outcome.startswith("refused"):
+            raise sandbox.SandboxError("landlock_restrict_self failed: (a test)")
+        return sandbox.STRICT_MIN_ABI
+
+    def load_fails() -> None:
+        raise ImportError("a lazy module failed to load (a test)")
+
+    monkeypatch.setattr(sandbox, "restrict", restrict)
+    if outcome == "load_fails":
+        monkeypatch.setattr(sandbox, "load_lazy_modules", load_fails)
+    else:
+        monkeypatch.setattr(sandbox, "load_lazy_modules", lambda: None)
+    mode = "best-effort" if outcome == "refused_best_effort" else "strict"
+    args = argparse.Namespace(sandbox=mode, allow_write=False)
+    root = pin_root(str(world / "root"))
+    try:
+        before = _open_fds()
+        if outcome == "load_fails":
+            with pytest.raises(ImportError):
+                cli._enter_sandbox(args, [root], None)
+            assert granted == []
+        elif outcome == "refused":
+            with pytest.raises(SystemExit):
+                cli._enter_sandbox(args, [root], None)
+        else:
+            cli._enter_sandbox(args, [root], None)
+        assert _open_fds() == before
+        if outcome != "load_fails":
+            assert granted == [(1, 3)]  # the rule held the null device itself
+    finally:
+        root.close()

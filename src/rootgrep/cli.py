@@ -15,7 +15,7 @@ import types
 from collections.abc import Iterator, Sequence
 
 from . import __version__
-from .confine import display
+from .confine import display, open_null_device
 from .errors import InvalidPattern, RootgrepError
 from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Matcher, run_grep
 from .roots import Root, pin_root
@@ -557,18 +557,19 @@ def _enter_sandbox(args: argparse.Namespace, roots: list[Root], cache: Any) -> N
     # (the audit log needs no rule: it is written only through the fd it holds, and Landlock
     # checks opens, not writes to an open fd; so it cannot be opened again, to be read or
     # written over)
-    null = os.open(os.devnull, os.O_PATH | os.O_CLOEXEC)  # (stdio points fd 0 at it)
-    rules.append(Rule(null, sandbox.NULL_DEVICE, os.devnull))
     strict = args.sandbox == "strict"
-    sandbox.load_lazy_modules()
-    try:
-        abi = sandbox.restrict(rules, min_abi=sandbox.STRICT_MIN_ABI if strict else 1)
-    except sandbox.SandboxError as e:
-        if strict:
-            raise SystemExit(f"--sandbox: {e}") from None
-        print(f"rootgrep: warning: --sandbox=best-effort: {e}; serving WITHOUT the sandbox",
-              file=sys.stderr, flush=True)  # fmt: skip
-        return
+    null = open_null_device(os.O_PATH)  # (stdio points fd 0 at it)
+    try:  # (closed on every path: a failed load or restriction too)
+        rules.append(Rule(null, sandbox.NULL_DEVICE, os.devnull))
+        sandbox.load_lazy_modules()
+        try:
+            abi = sandbox.restrict(rules, min_abi=sandbox.STRICT_MIN_ABI if strict else 1)
+        except sandbox.SandboxError as e:
+            if strict:
+                raise SystemExit(f"--sandbox: {e}") from None
+            print(f"rootgrep: warning: --sandbox=best-effort: {e}; serving WITHOUT the sandbox",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            return
     finally:
         os.close(null)
     if abi < sandbox.STRICT_MIN_ABI:
@@ -969,8 +970,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # the reader went away (e.g. `| head`): stop quietly, as grep and rg do
-        devnull = os.open(os.devnull, os.O_WRONLY)
+        devnull = open_null_device(os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
         return 0
     except Exception as e:  # a runtime error: status 2 and one line, never a traceback
         print(f"rootgrep: [error] {_one_line(_describe(e))}", file=sys.stderr)

@@ -798,6 +798,25 @@ def inotify_unwatch(ifd: int, wd: int) -> None:
     _libc.inotify_rm_watch(ifd, wd)  # (a watch already gone is no error worth reporting)
 
 
+NULL_DEVICE_PATH = b"/dev/null"
+_NULL_RDEV = os.makedev(1, 3)  # (Linux's null device)
+
+
+def open_null_device(flags: int) -> int:
+    """Open ``/dev/null`` (``O_CLOEXEC``): besides pinning a root, the one open by name
+    (the sandbox's rule for it, a stdout whose reader went away). Refused unless it is the
+    null device itself, so nothing put in its place is written to or granted."""
+    fd = os.open(NULL_DEVICE_PATH, flags | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISCHR(st.st_mode) or st.st_rdev != _NULL_RDEV:
+            raise OSError(errno.ENODEV, "not the null device", os.fsdecode(NULL_DEVICE_PATH))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 # ---- a pinned root ---------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 
 from .confine import Beneath, SymlinkPolicy, fsencode_path, split_relpath, strip_prefix
+from .digest import sha256
 from .errors import (
     AmbiguousRoot,
     InvalidPath,
@@ -19,11 +20,6 @@ from .errors import (
     RootgrepError,
     UnknownRoot,
 )
-
-try:  # (hashlib loads OpenSSL: 2 ms of the CLI's start-up; the lean module, as ``random`` does)
-    from _sha256 import sha256
-except ImportError:  # pragma: no cover (a Python without it)
-    from hashlib import sha256
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:

@@ -234,8 +234,9 @@ class Lease:
 # share by client address over HTTP (one share per remote host) and one share otherwise.
 WORKERS = 4
 SESSION_WORKERS = 2
-# The small blocking steps done off the event loop outside the workers (a 2026-07-28 call's
-# roots validated, a refresh's roots pinned, roots re-checked) use anyio's default limiter:
+# The small blocking steps done off the event loop outside the workers (roots re-checked, audit
+# lines of accepted roots; client roots are pinned on their own threads: see
+# sessions.ROOTS_THREADS) use anyio's default limiter:
 # 40 threads by default, of which 64 HTTP sessions kept 20-30 alive and coming and going
 # (each its stack and its share of the C allocator's arenas: RSS that varied by ±25 MiB with
 # them). A served process bounds it at DEFAULT_THREADS.
@@ -332,8 +333,8 @@ class RootgrepServer(MCPServer):
             client: ClientRoots | None = None
             if call_roots is not None:  # 2026-07-28: roots arrived with this call
                 raw = [{"uri": str(r.uri), "name": r.name} for r in call_roots.roots]
-                per_call, problems = await anyio.to_thread.run_sync(
-                    accept_raw_roots, raw, self.service, self.service.audit, (), notes
+                per_call, problems = await accept_raw_roots(
+                    raw, self.service, self.service.audit, (), notes
                 )
                 for p in problems:
                     log.warning("%s", p)

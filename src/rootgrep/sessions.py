@@ -10,17 +10,21 @@ once the last of them lets go.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from .audit import Audit
-from .errors import NoRoots, RootgrepError
-from .roots import Root, accept_client_root, effective_roots, is_within
+from .errors import InvalidUri, NoRoots, RootgrepError
+from .roots import Root, accept_client_root, effective_roots, is_within, parse_file_uri
 from .service import Service, Token
 
 log = logging.getLogger("rootgrep.roots")
@@ -31,69 +35,225 @@ Notify = Callable[[str], Awaitable[None]]
 REFRESH_WAIT_SECONDS = 10.0
 
 
-def accept_raw_roots(
+# Pinning a client root opens it by name, and on a hung NFS or FUSE mount that open blocks in
+# the kernel (no signal ends it). So pins run on their own threads, never on anyio's default
+# limiter (a few hung pins held all DEFAULT_THREADS of it, and every session's roots steps and
+# every other thread hop waited behind them): at most ROOTS_THREADS pins run at once, one
+# session (its refresh and its first call's ask) runs at most SESSION_ROOTS_THREADS of them,
+# and a pin not done within PIN_SECONDS is given up: the root is dropped (``[invalid_uri]``,
+# audited ``pin_timeout``) and its thread left to finish alone (what it opens late is closed).
+# While such a thread is still blocked, a root at or beneath the path it opens is refused at
+# once (no second thread blocks on it), and beyond MAX_HUNG_PINS of them every new pin is
+# refused at once (a bound on the threads hung mounts can hold).
+ROOTS_THREADS = 8
+SESSION_ROOTS_THREADS = 1
+PIN_SECONDS = 5.0
+MAX_HUNG_PINS = 16
+
+_roots_threads: RunVar[anyio.CapacityLimiter] = RunVar("rootgrep.roots_threads")
+_unlimited: RunVar[anyio.CapacityLimiter] = RunVar("rootgrep.unlimited")
+_hung_lock = threading.Lock()
+_hung: list[bytes] = []  # paths whose given-up pin is still blocked (one entry per thread)
+
+
+def _limiter(var: RunVar[anyio.CapacityLimiter], tokens: float) -> anyio.CapacityLimiter:
+    """This event loop's limiter held in ``var``."""
+    try:
+        return var.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(tokens)
+        var.set(limiter)
+        return limiter
+
+
+class PinTimeout(InvalidUri):
+    """A root whose opening did not finish within PIN_SECONDS (or one refused because an
+    earlier opening of it, or too many others, still hang)."""
+
+
+def _refuse_if_hung(raw: bytes, uri: str) -> None:
+    """Refuse at once a root at or beneath a path whose given-up pin still blocks (or any
+    root while MAX_HUNG_PINS of them do). Call with ``_hung_lock`` held."""
+    shown = uri[:200]
+    if any(is_within(raw, h) for h in _hung):
+        raise PinTimeout(
+            f"root {shown!r} is not usable: an earlier opening of it did not finish within "
+            f"{PIN_SECONDS:g} s and has not finished yet (a hung network or FUSE mount?); "
+            "announce it again once the mount answers"
+        )
+    if len(_hung) >= MAX_HUNG_PINS:
+        raise PinTimeout(
+            f"root {shown!r} is not opened: {len(_hung)} openings of client roots did not "
+            f"finish within {PIN_SECONDS:g} s and still hang (hung network or FUSE mounts?); "
+            "retry once they answer"
+        )
+
+
+class _Pin:
+    """One pin in a worker thread, and who closes what it opened if its caller gives up."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.finished = False
+        self.abandoned = False
+        self.hung_path: bytes | None = None  # registered in ``_hung`` (given up while blocked)
+        self.result: tuple[Root, Root | None] | None = None
+
+    def give_up(self) -> None:
+        """The caller will not take the result (call with ``_hung_lock`` held)."""
+        self.abandoned = True
+        if self.result is not None:
+            _close_new(self.result)
+            self.result = None
+
+
+def _close_new(result: tuple[Root, Root | None]) -> None:
+    new, reused = result
+    if reused is None:
+        new.close()
+
+
+def _pin_client_root(
+    uri: str, name: str | None, service: Service, by_path: dict[bytes, Root]
+) -> tuple[Root, Root | None]:
+    """Blocking: validate and pin one client root; the old pin of the same unchanged root
+    when there is one (then second), the new pin otherwise."""
+    r = accept_client_root(
+        uri, name, symlinks=service.settings.symlinks, use_openat2=service.settings.use_openat2
+    )
+    old = by_path.get(r.path)
+    if old is not None and old.name == r.name and not old.fs.retired and _same_dir(old, r):
+        r.close()
+        return old, old
+    return r, None
+
+
+async def _pin(
+    uri: str,
+    name: str | None,
+    service: Service,
+    by_path: dict[bytes, Root],
+    share: anyio.CapacityLimiter | None,
+) -> tuple[Root, Root | None]:
+    """``_pin_client_root`` on a roots thread, given up after PIN_SECONDS (see ROOTS_THREADS)."""
+    raw = parse_file_uri(uri)
+    with _hung_lock:
+        _refuse_if_hung(raw, uri)
+    pin = _Pin()
+
+    def work() -> tuple[Root, Root | None] | None:
+        with _hung_lock:
+            if pin.abandoned:
+                return None
+            _refuse_if_hung(raw, uri)  # (another pin of it may have been given up meanwhile)
+            pin.started = True
+        result: tuple[Root, Root | None] | None = None
+        try:
+            result = _pin_client_root(uri, name, service, by_path)
+        finally:
+            with _hung_lock:
+                pin.finished = True
+                if pin.hung_path is not None:
+                    _hung.remove(pin.hung_path)
+                if result is not None:
+                    if pin.abandoned:
+                        _close_new(result)
+                    else:
+                        pin.result = result
+        return result
+
+    async with share if share is not None else _NO_LIMIT, _limiter(_roots_threads, ROOTS_THREADS):
+        try:
+            with anyio.move_on_after(PIN_SECONDS):
+                await anyio.to_thread.run_sync(
+                    work, limiter=_limiter(_unlimited, math.inf), abandon_on_cancel=True
+                )
+        except BaseException:  # cancelled (the session is closing) or the pin failed
+            with _hung_lock:
+                pin.give_up()
+            raise
+        with _hung_lock:
+            if pin.result is not None:  # (done, maybe just as the time ran out)
+                result, pin.result = pin.result, None
+                return result
+            pin.give_up()
+            if pin.started and not pin.finished:
+                pin.hung_path = raw
+                _hung.append(raw)
+    log.warning("opening client root %r did not finish within %g s; given up", uri[:200],
+                PIN_SECONDS)  # fmt: skip
+    raise PinTimeout(
+        f"root {uri[:200]!r} is not usable: opening it did not finish within {PIN_SECONDS:g} s "
+        "(a hung network or FUSE mount?); announce it again once the mount answers"
+    )
+
+
+_NO_LIMIT = contextlib.nullcontext()
+
+
+async def accept_raw_roots(
     raw: RawRoots,
     service: Service,
     audit: Audit,
     reuse: Sequence[Root] = (),
     notes: list[str] | None = None,
+    share: anyio.CapacityLimiter | None = None,
 ) -> tuple[list[Root], list[str]]:
-    """Validate a raw ``roots/list`` answer root by root (blocking: it pins directories).
-    Returns the accepted roots (reusing pins of unchanged ones) and one message per rejected
-    root. An invalid root never invalidates the others. Beyond ``max_roots_per_session``
-    accepted roots the rest are refused unopened, in one message (also put in ``notes``:
-    every tool's answer repeats it)."""
+    """Validate a raw ``roots/list`` answer root by root, each pinned on a roots thread (see
+    ROOTS_THREADS; ``share``: the session's share of them). Returns the accepted roots
+    (reusing pins of unchanged ones) and one message per rejected root. An invalid root never
+    invalidates the others. Beyond ``max_roots_per_session`` accepted roots the rest are
+    refused unopened, in one message (also put in ``notes``: every tool's answer repeats it)."""
     accepted: list[Root] = []
     problems: list[str] = []
+    decisions: list[dict[str, Any]] = []  # audit lines, written off the event loop at the end
     by_path = {r.path: r for r in reuse}
     cap = service.settings.max_roots_per_session
     items = raw if isinstance(raw, list) else []
     refused = 0
-    for item in items:
-        uri = item.get("uri") if isinstance(item, dict) else None
-        name = item.get("name") if isinstance(item, dict) else None
-        if len(accepted) >= cap:
-            refused += 1
-            audit.record(tool="roots", op="accept_root",
-                         requested=uri if isinstance(uri, str) else None, decision="deny",
-                         reason="too_many_roots")  # fmt: skip
-            continue
-        if not isinstance(uri, str):
-            problems.append("a root without a string uri was dropped")
-            audit.record(tool="roots", op="accept_root", requested=None, decision="deny",
-                         reason="invalid_uri")  # fmt: skip
-            continue
-        try:
-            r = accept_client_root(
-                uri,
-                name if isinstance(name, str) and name else None,
-                symlinks=service.settings.symlinks,
-                use_openat2=service.settings.use_openat2,
-            )
-        except RootgrepError as e:
-            problems.append(f"root {uri[:200]!r} was dropped: {e}")
-            audit.record(tool="roots", op="accept_root", requested=uri, decision="deny",
-                         reason=e.code)  # fmt: skip
-            continue
-        if r.lookup_only and not any(is_within(o.path, r.path) for o in service.operator_roots):
-            r.close()  # (unreadable, and holding no operator root: nothing of it is served)
-            problems.append(f"root {uri[:200]!r} was dropped: it cannot be opened (permission "
-                            "denied)")  # fmt: skip
-            audit.record(tool="roots", op="accept_root", requested=uri, decision="deny",
-                         reason="invalid_uri")  # fmt: skip
-            continue
-        old = by_path.get(r.path)
-        if old is not None and old.name == r.name and not old.fs.retired and _same_dir(old, r):
-            r.close()
-            old.announced = uri  # (as spelled now)
-            r = old
-        if any(a.path == r.path for a in accepted):
-            if r is not old:
+    try:
+        for item in items:
+            uri = item.get("uri") if isinstance(item, dict) else None
+            name = item.get("name") if isinstance(item, dict) else None
+            if len(accepted) >= cap:
+                refused += 1
+                decisions.append({"requested": uri if isinstance(uri, str) else None,
+                                  "decision": "deny", "reason": "too_many_roots"})  # fmt: skip
+                continue
+            if not isinstance(uri, str):
+                problems.append("a root without a string uri was dropped")
+                decisions.append({"requested": None, "decision": "deny", "reason": "invalid_uri"})
+                continue
+            try:
+                r, old = await _pin(
+                    uri, name if isinstance(name, str) and name else None, service, by_path, share
+                )
+            except RootgrepError as e:
+                problems.append(f"root {uri[:200]!r} was dropped: {e}")
+                reason = "pin_timeout" if isinstance(e, PinTimeout) else e.code
+                decisions.append({"requested": uri, "decision": "deny", "reason": reason})
+                continue
+            if r.lookup_only and not any(is_within(o.path, r.path) for o in service.operator_roots):
+                r.close()  # (unreadable, and holding no operator root: nothing of it is served)
+                problems.append(f"root {uri[:200]!r} was dropped: it cannot be opened "
+                                "(permission denied)")  # fmt: skip
+                decisions.append({"requested": uri, "decision": "deny", "reason": "invalid_uri"})
+                continue
+            if old is not None:
+                old.announced = uri  # (as spelled now)
+            if any(a.path == r.path for a in accepted):
+                if old is None:
+                    r.close()
+                continue
+            decisions.append({"requested": uri, "decision": "allow", "reason": "valid",
+                              "root_id": r.id, "path": "."})  # fmt: skip
+            accepted.append(r)
+    except BaseException:  # cancelled: the pins made so far are nobody's
+        kept = {id(r) for r in reuse}
+        for r in accepted:
+            if id(r) not in kept:
                 r.close()
-            continue
-        audit.record(tool="roots", op="accept_root", requested=uri, decision="allow",
-                     reason="valid", root_id=r.id, path=".")  # fmt: skip
-        accepted.append(r)
+        raise
     if refused:
         note = (
             f"{refused} of the {len(items)} roots the client announced were refused: at most "
@@ -103,7 +263,14 @@ def accept_raw_roots(
         problems.append(note)
         if notes is not None:
             notes.append(note)
+    if decisions:
+        await anyio.to_thread.run_sync(_record, audit, decisions)
     return accepted, problems
+
+
+def _record(audit: Audit, decisions: list[dict[str, Any]]) -> None:
+    for d in decisions:
+        audit.record(tool="roots", op="accept_root", **d)
 
 
 def _same_dir(a: Root, b: Root) -> bool:
@@ -142,6 +309,7 @@ class ClientRoots:
         self._queued: anyio.Event | None = None  # the refresh waiting behind the running one
         self._lock = anyio.Lock()
         self._inflight: set[Token] = set()
+        self._pin_share = anyio.CapacityLimiter(SESSION_ROOTS_THREADS)  # (see ROOTS_THREADS)
 
     async def refresh(self) -> None:
         """Fetch the client's roots again. New calls wait from this moment until a fetch that
@@ -182,8 +350,8 @@ class ClientRoots:
             raw = await self.fetch()
             self.fetches += 1
             notes: list[str] = []
-            new, problems = await anyio.to_thread.run_sync(
-                accept_raw_roots, raw, self.service, self.service.audit, self.roots, notes
+            new, problems = await accept_raw_roots(
+                raw, self.service, self.service.audit, self.roots, notes, self._pin_share
             )
             failed = False
         except Exception as e:  # the client did not answer: no roots (fail closed)
@@ -230,8 +398,8 @@ class ClientRoots:
             finally:
                 self._prime_tries += 1
             notes: list[str] = []
-            new, problems = await anyio.to_thread.run_sync(
-                accept_raw_roots, raw, self.service, self.service.audit, self.roots, notes
+            new, problems = await accept_raw_roots(
+                raw, self.service, self.service.audit, self.roots, notes, self._pin_share
             )
             if self._ready is not ready or not self.needs_prime():
                 kept = {id(r) for r in self.roots}

@@ -35,16 +35,13 @@ from collections.abc import Iterator
 
 from .. import confine
 from ..confine import Beneath
+from ..digest import sha256
 from ..errors import InvalidPath, RootgrepError
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     from typing import Any
 
-try:  # (hashlib loads OpenSSL, 2 ms of the CLI's start-up: the lean module, as ``random`` does)
-    from _sha256 import sha256
-except ImportError:  # pragma: no cover (a Python without it)
-    from hashlib import sha256
 
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
