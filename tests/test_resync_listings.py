@@ -618,13 +618,13 @@ def test_directories_gone_are_dropped_from_the_kept_listings_and_runs(synced: Sy
     synced.sync()
     synced.sync()
     assert len(synced.ix._listings) == 26
-    assert sum(p.startswith(b"b/t") for p in synced.ix._runs) == 20
+    assert sum(run[3].startswith(b"b/t") for run in synced.ix._runs.values()) == 20
     for i in range(20):
         shutil.rmtree(synced.tree / "b" / f"t{i}")
     settled(synced.tree)
     synced.sync()
     assert len(synced.ix._listings) == 6
-    assert not any(p.startswith(b"b/t") for p in synced.ix._runs)
+    assert not any(run[3].startswith(b"b/t") for run in synced.ix._runs.values())
     assert synced.held() == synced.truth()
 
 
