@@ -529,8 +529,8 @@ def open_dir_keyed_at(dirfd: int, name: bytes) -> tuple[int, DirKey]:
     except BaseException:
         os.close(fd)
         raise
-    if _hidden_inos and is_hidden(st):
-        os.close(fd)
+    if st.st_ino in _hidden_inos and (st.st_dev, st.st_ino) in _hidden:
+        os.close(fd)  # (``is_hidden``, inline)
         raise _gone(name)
     return fd, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 

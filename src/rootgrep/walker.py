@@ -113,7 +113,13 @@ class _Frame:
     __slots__ = ("entries", "fd", "idx", "ignores", "levels", "rel", "segments")
 
     def __init__(
-        self, rel: bytes, fd: int, entries: list[Listed], levels: list[_Level], idx: int = 0
+        self,
+        rel: bytes,
+        fd: int,
+        entries: list[Listed],
+        levels: list[_Level],
+        idx: int = 0,
+        segments: list[list[bytes] | bytes] | None = None,
     ) -> None:
         self.rel = rel
         self.fd = fd  # -1 once closed to bound fds on a deep tree (reopened when needed)
@@ -121,7 +127,7 @@ class _Frame:
         self.levels = levels
         self.idx = idx
         # ``runs``' view of the entries: runs of file names and directory names, in order
-        self.segments: list[list[bytes] | bytes] | None = None
+        self.segments = segments
         # the ignore files read here: name -> fstat_key (None: not readable), for Listings
         self.ignores: dict[bytes, confine.DirKey | None] = {}
 
@@ -309,17 +315,9 @@ class Walker:
                 listings._begin(scope)
         complete = False
         self._keeping = listings  # (only ``runs`` uses them: the other walks need entries)
-        try:
-            yield from self._walk_runs(self._start(comps))
-            complete = True
-        finally:
-            self._keeping = None
-            if listings is not None:
-                listings._end(complete)
-
-    def _walk_runs(self, frames: list[_Frame]) -> Iterator[tuple[int, bytes, list[bytes]]]:
-        keeping = self._keeping
-        try:
+        frames: list[_Frame] = []
+        try:  # (one generator, the walk's loop in it: a layer fewer for each run)
+            frames = self._start(comps)
             top = self._current(frames)
             while top is not None:
                 segments = top.segments
@@ -335,8 +333,8 @@ class Walker:
                         yield top.fd, prefix, seg
                         continue
                     assert isinstance(seg, bytes)
-                    if keeping is not None:
-                        descended = self._descend_kept(keeping, frames, top, i, seg, prefix + seg)
+                    if listings is not None:
+                        descended = self._descend_kept(listings, frames, top, i, seg, prefix + seg)
                     else:
                         descended = self._descend(frames, top, i, seg, prefix + seg)
                     if descended:
@@ -347,9 +345,13 @@ class Walker:
                 frames.pop()
                 if top.fd >= 0:
                     os.close(top.fd)
-                top = self._current(frames)
+                top = frames[-1] if frames and frames[-1].fd >= 0 else self._current(frames)
+            complete = True
         finally:
             _close_frames(frames)
+            self._keeping = None
+            if listings is not None:
+                listings._end(complete)
 
     def _descend_kept(
         self, listings: Listings, frames: list[_Frame], top: _Frame, i: int, name: bytes, rel: bytes
@@ -364,7 +366,14 @@ class Walker:
             return False
         top.idx = i
         try:
-            frames.append(self._kept_frame(listings, rel, fd, top.levels, key))
+            old = listings.dirs.get(rel)
+            if (
+                old is not None and old.key == key and old.parent is top.levels and not old.ignores
+            ):  # (``_kept_frame``'s most common case, without its call)
+                frames.append(_Frame(rel, fd, [], old.levels, 0, old.segments))
+                listings.fresh[rel] = old
+            else:
+                frames.append(self._kept_frame(listings, rel, fd, top.levels, key))
         except BaseException:
             os.close(fd)
             raise
@@ -537,10 +546,8 @@ class Walker:
                 or all(confine.stat_key_at(fd, name) == k for name, k in old.ignores.items())
             )
         ):
-            frame = _Frame(rel, fd, [], old.levels)
-            frame.segments = old.segments
             listings.fresh[rel] = old
-            return frame
+            return _Frame(rel, fd, [], old.levels, 0, old.segments)
         read_at = time.time_ns()
         errors = len(self.errors)
         frame = self._frame(rel, fd, parent_levels)
