@@ -21,6 +21,7 @@ from rootgrep.index.plan import plan
 from rootgrep.index.store import RootIndex, SyncStats, WriterBusy
 from rootgrep.roots import Root, pin_root
 from rootgrep.walker import Listings, Walker, WalkOptions, list_files
+from support import fd_count
 
 
 @pytest.fixture
@@ -359,6 +360,42 @@ def test_runs_with_kept_listings_give_the_walk_and_other_walks_stay_whole(
         w = Walker(fs, b"", WalkOptions(), listings=listings)
         assert [f.path for f in w.files()] == want
         assert list(w.tree_entries(9)) == list(Walker(fs).tree_entries(9))
+    finally:
+        root.close()
+
+
+def test_runs_with_kept_listings_on_a_deep_tree_hold_few_fds(
+    tmp_path: Path, settle_now: None
+) -> None:
+    """A tree deeper than the fds a walk holds (``MAX_HELD_FDS``): the walks from kept
+    listings close and reopen the directories along the path as a walk that keeps nothing
+    does, give its files in its order, each run with its own directory's fd, and leave no
+    fd open."""
+    tree = tmp_path / "deep"
+    here = tree
+    for depth in range(150):
+        here = here / "d"
+        here.mkdir(parents=True)
+        if depth % 7 == 0:
+            (here / "f.py").write_text(f"f = {depth}\n")
+    (tree / "top.py").write_text("t = 1\n")
+    settled(tree)
+    root = pin_root(str(tree))
+    try:
+        fs, listings = root.fs, Listings()
+        want = list_files(fs)
+        before = fd_count()
+        for _ in range(3):
+            got, peak = [], 0
+            for fd, prefix, names in Walker(fs, b"", WalkOptions(), listings=listings).runs():
+                peak = max(peak, fd_count() - before)
+                keys = confine.stat_keys(fd, names, 1 << 20)  # (each run's fd is its own)
+                assert keys is not None and None not in keys, prefix
+                got.extend(prefix + n for n in names)
+            assert got == want
+            assert peak < 80  # (MAX_HELD_FDS and a few, not one per level)
+            assert fd_count() == before
+        assert len(listings) == 151
     finally:
         root.close()
 
