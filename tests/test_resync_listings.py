@@ -17,9 +17,11 @@ import pytest
 
 from rootgrep import confine
 from rootgrep.index.cache import hide_if_present
+from rootgrep.index.plan import plan
 from rootgrep.index.store import RootIndex, SyncStats, WriterBusy
 from rootgrep.roots import Root, pin_root
 from rootgrep.walker import Listings, Walker, WalkOptions, list_files
+from support import fd_count
 
 
 @pytest.fixture
@@ -362,9 +364,45 @@ def test_runs_with_kept_listings_give_the_walk_and_other_walks_stay_whole(
         root.close()
 
 
+def test_runs_with_kept_listings_on_a_deep_tree_hold_few_fds(
+    tmp_path: Path, settle_now: None
+) -> None:
+    """A tree deeper than the fds a walk holds (``MAX_HELD_FDS``): the walks from kept
+    listings close and reopen the directories along the path as a walk that keeps nothing
+    does, give its files in its order, each run with its own directory's fd, and leave no
+    fd open."""
+    tree = tmp_path / "deep"
+    here = tree
+    for depth in range(150):
+        here = here / "d"
+        here.mkdir(parents=True)
+        if depth % 7 == 0:
+            (here / "f.py").write_text(f"f = {depth}\n")
+    (tree / "top.py").write_text("t = 1\n")
+    settled(tree)
+    root = pin_root(str(tree))
+    try:
+        fs, listings = root.fs, Listings()
+        want = list_files(fs)
+        before = fd_count()
+        for _ in range(3):
+            got, peak = [], 0
+            for fd, prefix, names in Walker(fs, b"", WalkOptions(), listings=listings).runs():
+                peak = max(peak, fd_count() - before)
+                keys = confine.stat_keys(fd, names, 1 << 20)  # (each run's fd is its own)
+                assert keys is not None and None not in keys, prefix
+                got.extend(prefix + n for n in names)
+            assert got == want
+            assert peak < 80  # (MAX_HELD_FDS and a few, not one per level)
+            assert fd_count() == before
+        assert len(listings) == 151
+    finally:
+        root.close()
+
+
 def test_stat_keyed_keeps_only_regular_files_within_the_limit(tmp_path: Path) -> None:
     """One stat per name; a name gone, too large, a directory or a link has no key (a gone
-    one makes the run's stats go name by name)."""
+    one makes the run's stats go name by name); ``stat_keys`` gives the same keys."""
     (tmp_path / "a").write_bytes(b"12345")
     (tmp_path / "big").write_bytes(b"x" * 11)
     (tmp_path / "d").mkdir()
@@ -377,6 +415,9 @@ def test_stat_keyed_keeps_only_regular_files_within_the_limit(tmp_path: Path) ->
         assert sts[0] is not None and sts[0].st_ino == st.st_ino and sts[1:] == [None] * 4
         sts, keys = confine.stat_keyed(fd, [b"a", b"big"], 10)  # (nothing gone: one pass)
         assert keys == [(5, st.st_mtime_ns, st.st_ino), None] and sts[1] is None
+        # the same keys without the stats (a kept run's check); None when a name is gone
+        assert confine.stat_keys(fd, [b"a", b"big", b"d", b"l"], 10) == [*keys, None, None]
+        assert confine.stat_keys(fd, [b"a", b"gone"], 10) is None
     finally:
         os.close(fd)
 
@@ -482,6 +523,110 @@ def test_a_cache_dir_hidden_and_shown_again_inside_the_root(synced: Synced) -> N
                 confine.unhide(hidden)
 
 
+def test_a_file_of_a_kept_run_hidden_and_shown_again(synced: Synced) -> None:
+    """A file of a run found as kept (its directory unchanged, its key as the state holds
+    it) becomes hidden (``confine.hide``: an audit log inside the root): it leaves the
+    index though nothing about it changed, and comes back once shown again. The run's keys
+    are compared without the hidden test (``confine.stat_keys``): only a listing kept
+    under the same hidden identities may be trusted so (each time twice: the second sync
+    uses what the first kept)."""
+    path = synced.tree / "b" / "keep.py"
+    assert synced.sync().read == 0  # (the runs are kept now)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for hide in (True, False, True, False):
+            hidden = confine.hide(fd) if hide else None
+            try:
+                for _ in range(2):
+                    synced.sync()
+                    assert synced.held() == synced.truth()
+                    assert (b"b/keep.py" in synced.ix.entries) is not hide
+            finally:
+                if hidden is not None:
+                    confine.unhide(hidden)
+    finally:
+        os.close(fd)
+
+
+def test_a_hidden_directory_mounted_over_a_kept_one_is_never_walked(
+    synced: Synced, tmp_path: Path, can_mount: None
+) -> None:
+    """A hidden directory (another index's cache dir) bind-mounted over a directory whose
+    listing is kept: the parent's listing is unchanged (a mount changes no times) and still
+    shows the name, so only the open of the directory itself (``open_dir_keyed_at``'s
+    test of the identity it opened) keeps the hidden files out."""
+    cache = tmp_path / "other-cache"
+    cache.mkdir()
+    (cache / "state.py").write_text("SECRET_MARKER_7f3a = 1\n")
+    hidden = hide_if_present(str(cache))
+    assert hidden is not None
+    target = synced.tree / "c"
+    try:
+        assert synced.sync().read == 0
+        _mount("--bind", str(cache), str(target))
+        for _ in range(2):
+            synced.sync()
+            assert not any(p.startswith(b"c/") for p in synced.ix.entries)
+            assert synced.ix.candidates(plan("SECRET_MARKER_7f3a", regex=False)) == []
+            w = Walker(synced.root.fs, b"", WalkOptions(), listings=synced.ix._listings)
+            assert not any(p.startswith(b"c") for _fd, p, _names in w.runs())
+    finally:
+        _umount(target)
+        confine.unhide(hidden)
+    synced.sync()
+    assert synced.held() == synced.truth()
+    assert b"c/c.py" in synced.ix.entries
+
+
+def test_a_hidden_file_mounted_over_a_file_of_a_kept_run_is_never_read(
+    synced: Synced, tmp_path: Path, can_mount: None
+) -> None:
+    """A hidden file (an audit log) bind-mounted over a file of a run found as kept: no
+    directory changed, the name stays; its key is now the hidden file's, so the run is
+    checked again in full, and the hidden file is dropped, never read."""
+    log = tmp_path / "audit.log"
+    log.write_text("SECRET_MARKER_9c1e = 1\n")
+    fd = os.open(log, os.O_RDONLY)
+    hidden = confine.hide(fd)
+    target = synced.tree / "b" / "keep.py"
+    try:
+        assert synced.sync().read == 0
+        _mount("--bind", str(log), str(target))
+        for _ in range(2):
+            stats = synced.sync()
+            assert stats.read == 0
+            assert b"b/keep.py" not in synced.ix.entries
+            assert synced.ix.candidates(plan("SECRET_MARKER_9c1e", regex=False)) == []
+    finally:
+        _umount(target)
+        confine.unhide(hidden)
+        os.close(fd)
+    synced.sync()
+    assert synced.held() == synced.truth()
+
+
+def test_open_dir_keyed_at_refuses_a_hidden_directory(tmp_path: Path) -> None:
+    """As ``open_dir_at`` does; the key is ``fstat_key``'s of the directory opened."""
+    (tmp_path / "seen").mkdir()
+    (tmp_path / "cache").mkdir()
+    parent = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    hidden_fd = os.open(tmp_path / "cache", os.O_RDONLY | os.O_DIRECTORY)
+    hidden = confine.hide(hidden_fd)
+    try:
+        fd, key = confine.open_dir_keyed_at(parent, b"seen")
+        try:
+            assert key == confine.fstat_key(fd)
+        finally:
+            os.close(fd)
+        for opener in (confine.open_dir_at, confine.open_dir_keyed_at):
+            with pytest.raises(FileNotFoundError):
+                opener(parent, b"cache")
+    finally:
+        confine.unhide(hidden)
+        os.close(hidden_fd)
+        os.close(parent)
+
+
 def test_a_sync_that_failed_mid_walk_leaves_nothing_stale(synced: Synced, tmp_path: Path) -> None:
     """The writer held by another (a daemon): the sync fails at its first change, its walk
     half done; the next one finds every change, the failed sync's and later ones."""
@@ -510,13 +655,13 @@ def test_directories_gone_are_dropped_from_the_kept_listings_and_runs(synced: Sy
     synced.sync()
     synced.sync()
     assert len(synced.ix._listings) == 26
-    assert sum(p.startswith(b"b/t") for p in synced.ix._runs) == 20
+    assert sum(run[3].startswith(b"b/t") for run in synced.ix._runs.values()) == 20
     for i in range(20):
         shutil.rmtree(synced.tree / "b" / f"t{i}")
     settled(synced.tree)
     synced.sync()
     assert len(synced.ix._listings) == 6
-    assert not any(p.startswith(b"b/t") for p in synced.ix._runs)
+    assert not any(run[3].startswith(b"b/t") for run in synced.ix._runs.values())
     assert synced.held() == synced.truth()
 
 

@@ -519,6 +519,22 @@ def open_dir_at(dirfd: int, name: bytes) -> int:
     return fd
 
 
+def open_dir_keyed_at(dirfd: int, name: bytes) -> tuple[int, DirKey]:
+    """``open_dir_at`` and the ``fstat_key`` of the directory it opened, from the one
+    ``fstat`` that also checks it is not hidden (a re-sync's walk: the key says whether the
+    listing kept of it still holds)."""
+    fd = os.open(name, _O_DIR | os.O_NOFOLLOW, dir_fd=dirfd)
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if st.st_ino in _hidden_inos and (st.st_dev, st.st_ino) in _hidden:
+        os.close(fd)  # (``is_hidden``, inline)
+        raise _gone(name)
+    return fd, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
 def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
     """Open a regular file by a single name for reading, never through a symlink, never
     opening anything else (see ``reopen_regular``). Raises ``NotRegularFile`` or OSError."""
@@ -686,6 +702,26 @@ def stat_keyed(
     if None in keys:
         sts = [st if key is not None else None for st, key in zip(sts, keys, strict=True)]
     return sts, keys
+
+
+def stat_keys(dirfd: int, names: list[bytes], max_size: int) -> list[FileKey | None] | None:
+    """The keys ``stat_keyed`` gives ``names`` (one ``fstatat`` each, never through a link),
+    without their stats and without its test of hidden identities; None when one of the
+    names is gone. Only to compare with keys ``stat_keyed`` gave the very same listing
+    (the same names list) under the same hidden identities, never to read or list: a name
+    hidden now had a None key then, and its key now is not None, so the lists differ (a
+    re-sync's run found as it was, ``RootIndex._walk``: one pass, no list of stats)."""
+    stat = os.stat
+    try:
+        return [
+            (st.st_size, st.st_mtime_ns, st.st_ino)
+            if (st := stat(name, dir_fd=dirfd, follow_symlinks=False)).st_mode & _S_IFMT == _S_IFREG
+            and st.st_size <= max_size
+            else None
+            for name in names
+        ]
+    except OSError:
+        return None
 
 
 def read_fd(fd: int, size_hint: int, max_bytes: int) -> tuple[bytes, bool]:

@@ -113,7 +113,13 @@ class _Frame:
     __slots__ = ("entries", "fd", "idx", "ignores", "levels", "rel", "segments")
 
     def __init__(
-        self, rel: bytes, fd: int, entries: list[Listed], levels: list[_Level], idx: int = 0
+        self,
+        rel: bytes,
+        fd: int,
+        entries: list[Listed],
+        levels: list[_Level],
+        idx: int = 0,
+        segments: list[list[bytes] | bytes] | None = None,
     ) -> None:
         self.rel = rel
         self.fd = fd  # -1 once closed to bound fds on a deep tree (reopened when needed)
@@ -121,7 +127,7 @@ class _Frame:
         self.levels = levels
         self.idx = idx
         # ``runs``' view of the entries: runs of file names and directory names, in order
-        self.segments: list[list[bytes] | bytes] | None = None
+        self.segments = segments
         # the ignore files read here: name -> fstat_key (None: not readable), for Listings
         self.ignores: dict[bytes, confine.DirKey | None] = {}
 
@@ -309,17 +315,11 @@ class Walker:
                 listings._begin(scope)
         complete = False
         self._keeping = listings  # (only ``runs`` uses them: the other walks need entries)
-        try:
-            yield from self._walk_runs(self._start(comps))
-            complete = True
-        finally:
-            self._keeping = None
-            if listings is not None:
-                listings._end(complete)
-
-    def _walk_runs(self, frames: list[_Frame]) -> Iterator[tuple[int, bytes, list[bytes]]]:
-        try:
-            while (top := self._current(frames)) is not None:
+        frames: list[_Frame] = []
+        try:  # (one generator, the walk's loop in it: a layer fewer for each run)
+            frames = self._start(comps)
+            top = self._current(frames)
+            while top is not None:
                 segments = top.segments
                 if segments is None:
                     segments = top.segments = _segments(top.entries)
@@ -333,16 +333,53 @@ class Walker:
                         yield top.fd, prefix, seg
                         continue
                     assert isinstance(seg, bytes)
-                    if self._descend(frames, top, i, seg, prefix + seg):
-                        descended = True
+                    if listings is not None:
+                        descended = self._descend_kept(listings, frames, top, i, seg, prefix + seg)
+                    else:
+                        descended = self._descend(frames, top, i, seg, prefix + seg)
+                    if descended:
                         break
                 if descended:
+                    top = frames[-1]  # (the directory just entered: its fd is open)
                     continue
                 frames.pop()
                 if top.fd >= 0:
                     os.close(top.fd)
+                top = frames[-1] if frames and frames[-1].fd >= 0 else self._current(frames)
+            complete = True
         finally:
             _close_frames(frames)
+            self._keeping = None
+            if listings is not None:
+                listings._end(complete)
+
+    def _descend_kept(
+        self, listings: Listings, frames: list[_Frame], top: _Frame, i: int, name: bytes, rel: bytes
+    ) -> bool:
+        """``_descend`` for a walk keeping ``listings``: the subdirectory opened and its key
+        taken with one ``fstat`` (``confine.open_dir_keyed_at``), its frame from what was kept
+        of it when that still holds (``_kept_frame``)."""
+        try:
+            fd, key = confine.open_dir_keyed_at(top.fd, name)
+        except (OSError, RootgrepError) as e:
+            self._not_opened(rel, e)
+            return False
+        top.idx = i
+        try:
+            old = listings.dirs.get(rel)
+            if (
+                old is not None and old.key == key and old.parent is top.levels and not old.ignores
+            ):  # (``_kept_frame``'s most common case, without its call)
+                frames.append(_Frame(rel, fd, [], old.levels, 0, old.segments))
+                listings.fresh[rel] = old
+            else:
+                frames.append(self._kept_frame(listings, rel, fd, top.levels, key))
+        except BaseException:
+            os.close(fd)
+            raise
+        if len(frames) > MAX_HELD_FDS + 1:
+            self._bound_fds(frames)
+        return True
 
     @staticmethod
     def _run(
@@ -487,11 +524,18 @@ class Walker:
             raise
 
     def _kept_frame(
-        self, listings: Listings, rel: bytes, fd: int, parent_levels: list[_Level]
+        self,
+        listings: Listings,
+        rel: bytes,
+        fd: int,
+        parent_levels: list[_Level],
+        key: confine.DirKey | None = None,
     ) -> _Frame:
         """``_frame`` from what ``listings`` kept of the directory when it is unchanged
-        (see ``Listings``); else listed and read again, and kept when settled."""
-        key = confine.fstat_key(fd)
+        (see ``Listings``); else listed and read again, and kept when settled. ``key``: the
+        directory's ``fstat_key`` taken from ``fd`` when it was opened (else taken now)."""
+        if key is None:
+            key = confine.fstat_key(fd)
         old = listings.dirs.get(rel)
         if (
             old is not None
@@ -502,10 +546,8 @@ class Walker:
                 or all(confine.stat_key_at(fd, name) == k for name, k in old.ignores.items())
             )
         ):
-            frame = _Frame(rel, fd, [], old.levels)
-            frame.segments = old.segments
             listings.fresh[rel] = old
-            return frame
+            return _Frame(rel, fd, [], old.levels, 0, old.segments)
         read_at = time.time_ns()
         errors = len(self.errors)
         frame = self._frame(rel, fd, parent_levels)
@@ -644,13 +686,17 @@ class Walker:
     def _open_child(self, fd: int, name: bytes, rel: bytes) -> int | None:
         try:
             return confine.open_dir_at(fd, name)
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                self.errors.append((rel, e.strerror or "cannot open"))
+        except (OSError, RootgrepError) as e:
+            self._not_opened(rel, e)
             return None
-        except RootgrepError as e:
+
+    def _not_opened(self, rel: bytes, e: OSError | RootgrepError) -> None:
+        """Why directory ``rel`` was not entered, in ``errors`` (gone, or no longer a
+        directory, or now a link: said nothing)."""
+        if isinstance(e, RootgrepError):
             self.errors.append((rel, e.message))
-            return None
+        elif e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            self.errors.append((rel, e.strerror or "cannot open"))
 
     def _reopen(self, frames: list[_Frame]) -> bool:
         """Reopen the top frame's closed fd, one name at a time from the nearest open

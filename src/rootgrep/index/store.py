@@ -355,6 +355,37 @@ _Run = tuple[
     list["os.stat_result | None"],
     list["confine.FileKey | None"],
 ]
+# what the last full re-sync found of a run as the state held it (see ``RootIndex._runs``):
+# (the listing's names list, the state's keys of those files, how many the state holds, the
+# prefix of their paths)
+_KeptRun = tuple[list[bytes], list[Any], int, bytes]
+
+
+class _WalkCheck:
+    """What a full re-sync's walk (``RootIndex._walk``) does besides yielding runs: it counts
+    the names it examined (``examined``) and says progress (``tick``), and it leaves out the
+    runs it finds as the state holds them: ``last``, the runs the last full re-sync found so
+    (``RootIndex._runs``, or empty: none to trust), but those of the directories in
+    ``dirty``; ``checked``, those this walk finds so (the next one's ``last``; the sync's
+    loop adds those it checks against the state); ``unread``, the runs left out, and
+    ``known``, how many of the state's files they hold."""
+
+    __slots__ = ("checked", "dirty", "examined", "known", "last", "tick", "unread")
+
+    def __init__(
+        self,
+        last: dict[int, _KeptRun],
+        dirty: set[bytes],
+        checked: dict[int, _KeptRun],
+        tick: Callable[[int], None] | None,
+    ) -> None:
+        self.last = last
+        self.dirty = dirty
+        self.checked = checked
+        self.tick = tick
+        self.unread: list[_KeptRun] = []
+        self.examined = 0
+        self.known = 0
 
 
 @dataclass
@@ -404,13 +435,15 @@ class RootIndex:
     _listings: Listings = field(init=False, default_factory=Listings, repr=False)
     _walks: int = field(init=False, default=0, repr=False)
     # the writer's own: the runs of files the last full re-sync found as the state holds
-    # them, by directory prefix and first name: (the listing's names list, the state's keys
-    # of those files, how many of them the state holds), for ``_runs_of``, the version of
-    # ``entries`` they were checked against (kept up by each commit of this process: the
-    # runs of the directories it changed are dropped)
-    _runs: dict[bytes, dict[bytes, tuple[list[bytes], list[Any], int]]] = field(
-        init=False, default_factory=dict, repr=False
-    )
+    # them (``_KeptRun``), by the ``id`` of the listing's names list (which each holds: no
+    # other list has that id while it is here), for ``_runs_of``, the version of ``entries``
+    # they were checked against (kept up by each commit of this process: the directories it
+    # changed go in ``_runs_dirty``, whose runs no longer hold, until the next full walk
+    # replaces them). (No dict per directory nor tuple per run made by a re-sync that finds
+    # them all: nothing for the cyclic GC, whose full passes over the index's objects cost a
+    # re-sync of F a tenth of its time.)
+    _runs: dict[int, _KeptRun] = field(init=False, default_factory=dict, repr=False)
+    _runs_dirty: set[bytes] = field(init=False, default_factory=set, repr=False)
     _runs_of: Entries | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -796,33 +829,32 @@ class RootIndex:
             deleted: list[bytes] = []
             before = len(base)
             walked: list[bytes] = []  # every file found (a list: cheaper than a set)
-            unread: list[tuple[bytes, list[bytes]]] = []  # runs found as kept: (prefix, names)
             known = 0  # how many of them the index already had
             examined = 0
-            files = self._walk(fs, cancelled) if only is None else self._stat_each(fs, only, base)
             get: Callable[[bytes], Entry | None] | None = None  # (made when first needed)
             found = walked.append
             ticking = tick.progress is not None
             quick = not base.pending  # (a pending entry is read again whatever its key)
             if self._runs_of is not base:  # (a state loaded, or reset: nothing kept holds)
-                self._runs = {}
+                self._runs, self._runs_dirty = {}, set()
             keeping = only is None and self._walks > 0  # (see ``_listings``)
-            runs, checked = self._runs, {} if keeping else None
+            checked: dict[int, _KeptRun] | None = {} if keeping else None
+            check = _WalkCheck(
+                self._runs if quick and checked is not None else {},
+                self._runs_dirty,
+                {} if checked is None else checked,
+                tick if ticking else None,
+            )
+            files = (
+                self._walk(fs, cancelled, check)
+                if only is None
+                else self._stat_each(fs, only, base)
+            )
             for dirfd, prefix, names, sts, keys in files:
-                if ticking:  # (the count before this run: the last is the total, said once,
-                    tick(examined)  # by ``done``)
-                examined += len(names)
-                if quick and checked is not None:
-                    # a whole run at once: the same listing as last time (the very names
-                    # list ``Listings`` kept), and every file's key the one the state held
-                    # for it then and still holds (see ``_runs``)
-                    held = runs.get(prefix)
-                    kept = held.get(names[0]) if held is not None else None
-                    if kept is not None and kept[0] is names and keys == kept[1]:
-                        checked.setdefault(prefix, {})[names[0]] = kept
-                        unread.append((prefix, names))
-                        known += kept[2]
-                        continue
+                if only is not None:  # (a full walk counts and ticks in ``_walk``)
+                    if ticking:  # (the count before this run: the last is the total, said
+                        tick(examined)  # once, by ``done``)
+                    examined += len(names)
                 rels = [prefix + name for name in names]
                 if get is None:  # (a flat copy when the state has an overlay: once a sync)
                     get = base.getter(every=only is None)
@@ -832,7 +864,7 @@ class RootIndex:
                     if keys == want:  # (None in both: not a file here, nor in the state)
                         n = len(rels) - want.count(None)
                         if checked is not None:
-                            checked.setdefault(prefix, {})[names[0]] = (names, want, n)
+                            checked[id(names)] = (names, want, n, prefix)
                         walked.extend(rels)
                         known += n
                         continue
@@ -863,10 +895,13 @@ class RootIndex:
                         stats.updated += 1
                     changed[rel] = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
             if checked is not None and (cancelled is None or not cancelled()):
-                self._runs = runs = checked  # (runs of directories no longer walked: dropped)
+                # (runs of directories no longer walked: dropped)
+                self._runs, self._runs_dirty = checked, set()
             if only is None:  # every entry the walk did not find is gone
+                examined += check.examined
+                known += check.known
                 if known != before:
-                    for prefix, names in unread:
+                    for names, _keys, _n, prefix in check.unread:
                         walked.extend([prefix + name for name in names])
                 gone = set() if known == before else set(base).difference(walked)
             else:
@@ -911,8 +946,10 @@ class RootIndex:
                     if self._writer is None:  # taking it next starts from that state)
                         writer.wait_merging_threads()  # let other processes write between syncs
                     writer = None
-                for rel in itertools.chain(changed, deleted):  # (their runs no longer hold)
-                    runs.pop(rel[: rel.rfind(b"/") + 1], None)
+                if self._runs:  # (their runs no longer hold)
+                    self._runs_dirty.update(
+                        rel[: rel.rfind(b"/") + 1] for rel in itertools.chain(changed, deleted)
+                    )
                 with self._lock:
                     self.index.reload()
                     self.entries = final
@@ -961,19 +998,48 @@ class RootIndex:
                     dirs.pop(d, None)
         self._dirs = (final, dirs)
 
-    def _walk(self, fs: Beneath, cancelled: Callable[[], bool] | None) -> Iterable[_Run]:
-        """Every file of the tree with its stat, run by run (``_Run``). The walk lists again
-        only the directories changed since the last one (``Listings``); every file is
-        stat'ed."""
+    def _walk(
+        self, fs: Beneath, cancelled: Callable[[], bool] | None, check: _WalkCheck
+    ) -> Iterable[_Run]:
+        """Every file of the tree with its stat, run by run (``_Run``), but the runs found as
+        the state holds them (``check``). The walk lists again only the directories changed
+        since the last one (``Listings``); every file is stat'ed.
+
+        A run is left out when it is the very names list a run of ``check.last`` holds (a
+        listing ``Listings`` kept: the directory unchanged, and the hidden identities the
+        same, its scope) and each file's key (``confine.stat_keys``) is the one the state
+        held for it then: it still holds it (a commit marks the directories it changed
+        dirty). It costs no stat result, no step of the sync's loop, and no new object."""
         listings = self._listings if self._walks > 0 else None
         self._walks += 1
         walker = Walker(fs, b"", WalkOptions(), listings=listings)
         limit = self.max_file_size
-        for fd, prefix, names in walker.runs():  # (each run is done before the next)
-            if cancelled is not None and cancelled():
-                return
-            sts, keys = confine.stat_keyed(fd, names, limit)
-            yield fd, prefix, names, sts, keys
+        stat_keyed, stat_keys = confine.stat_keyed, confine.stat_keys
+        last, dirty, checked = check.last, check.dirty, check.checked
+        unread, tick = check.unread, check.tick
+        examined = known = 0
+        try:
+            for fd, prefix, names in walker.runs():  # (each run is done before the next)
+                if cancelled is not None and cancelled():
+                    return
+                if tick is not None:  # (the count before this run: the last is the total,
+                    tick(examined)  # said once, by ``done``)
+                examined += len(names)
+                kept = last.get(id(names))
+                if (
+                    kept is not None
+                    and kept[0] is names
+                    and not (dirty and prefix in dirty)
+                    and stat_keys(fd, names, limit) == kept[1]
+                ):
+                    checked[id(names)] = kept
+                    unread.append(kept)
+                    known += kept[2]
+                    continue
+                sts, keys = stat_keyed(fd, names, limit)
+                yield fd, prefix, names, sts, keys
+        finally:
+            check.examined, check.known = examined, known
 
     def _stat_each(
         self, fs: Beneath, paths: Iterable[bytes], entries: Mapping[bytes, Entry]
