@@ -53,3 +53,60 @@ def test_several_roots_end_with_a_total(tmp_path: Path) -> None:
         f"{b}: 1 file indexed",
         "total: 3 files indexed in 2 of 2 roots",
     ]
+
+
+def _imported(stderr: str) -> set[str]:
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines()
+            if line.startswith("import time:")}  # fmt: skip
+
+
+def test_index_to_no_terminal_writes_plain_lines_without_importing_rich(tmp_path: Path) -> None:
+    """stderr no terminal (a log, CI): the same lines, and rich is not imported for a bar
+    nobody sees (50-120 ms of every ``rootgrep index``)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("x\n")
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPROFILEIMPORTTIME": "1"}  # fmt: skip
+    out = subprocess.run([ROOTGREP, "index", str(tree)], capture_output=True, text=True,
+                         env=env, timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    names = _imported(out.stderr)
+    assert "rootgrep.index.store" in names  # (the listing is there)
+    assert not {n for n in names if n.split(".")[0] == "rich"}
+    said = [ln for ln in out.stderr.splitlines() if not ln.startswith("import time:")]
+    assert len(said) == 1 and said[0].startswith(f"{tree}: 1 file indexed; read 1 ")
+
+
+def test_index_to_a_terminal_draws_its_bar_with_rich(tmp_path: Path) -> None:
+    """stderr a terminal (a pseudo-terminal here): rich's bar, and the summary line."""
+    import pty
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.txt").write_text("x\n")
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPROFILEIMPORTTIME": "1", "TERM": "xterm"}  # fmt: skip
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([ROOTGREP, "index", str(tree)], stdout=subprocess.DEVNULL,
+                                stderr=follower, env=env)  # fmt: skip
+        os.close(follower)
+        follower = -1
+        got = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # (EIO: the process closed its end)
+                break
+            if not chunk:
+                break
+            got += chunk
+        assert proc.wait(timeout=120) == 0
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    text = got.decode(errors="replace")
+    assert "rich.progress" in _imported(text.replace("\r", ""))
+    assert f"{tree}: 1 file indexed; read 1 " in text
