@@ -768,3 +768,141 @@ def test_an_ignore_file_edited_twice_in_the_second_of_its_read_is_read_again(
         assert s.held() == s.truth()
     finally:
         s.root.close()
+
+
+def test_a_sync_failed_mid_walk_closes_its_walks_fds_at_once(
+    synced: Synced, tmp_path: Path
+) -> None:
+    """A sync that fails mid-walk (another process holds the writer) closes the directory
+    fds its walk held before the error reaches the caller (the manager follows the other
+    writer inside its ``except WriterBusy``: as long as that writer lives)."""
+    here = synced.tree / "a"
+    for _ in range(20):
+        here = here / "d"
+        here.mkdir()
+        (here / "f.py").write_text("x = 1\n")
+    settled(synced.tree)
+    synced.sync()
+    synced.sync()
+    (here / "f.py").write_text("x = 22\n")  # (a change deep down: the walk fails there)
+    settled(synced.tree)
+    holder = RootIndex(str(tmp_path / "cache"), synced.root.path, hold_writer=True)
+    try:
+        before = fd_count()
+        try:
+            synced.sync()
+        except WriterBusy:
+            assert fd_count() == before  # (inside the handler: no walk fd left open)
+        else:
+            raise AssertionError("the sync took the writer another index holds")
+    finally:
+        holder.close()
+
+
+def test_an_unchanged_settled_tree_stats_no_run_into_stat_results(
+    synced: Synced, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once its listings are kept, a re-sync of an unchanged tree checks every run by its
+    keys in the walk (``confine.stat_keys``): no run reaches ``stat_keyed`` nor the sync's
+    loop, and the progress it says counts every file all the same."""
+    settled(synced.tree)
+    synced.sync()
+    calls: list[int] = []
+    real = confine.stat_keyed
+
+    def counting(
+        dirfd: int, names: list[bytes], max_size: int
+    ) -> tuple[list[os.stat_result | None], list[confine.FileKey | None]]:
+        calls.append(len(names))
+        return real(dirfd, names, max_size)
+
+    monkeypatch.setattr(confine, "stat_keyed", counting)
+    said: list[int] = []
+    stats = synced.ix.sync(synced.root.fs, progress=lambda done, _t, _m: said.append(done))
+    assert calls == [] and stats.read == 0
+    assert said and said[-1] == len(synced.truth())  # (every file, said once, by ``done``)
+    (synced.tree / "b" / "same.py").write_text("value = 2\n")  # (the same size)
+    assert synced.sync().updated == 1 and len(calls) == 1  # (only b/'s run)
+
+
+def test_a_file_dropped_by_a_partial_sync_and_restored_is_added_again(synced: Synced) -> None:
+    """A partial sync drops a file (grown past the limit); the file then gets its old key
+    back (content and times restored, its directory untouched): the directory of a file the
+    state no longer holds is marked as changed, so the next full re-sync adds it again."""
+    synced.ix.max_file_size = 64
+    p = synced.tree / "b" / "keep.py"
+    text, st = p.read_text(), os.stat(p)
+    p.write_text("x" * 100)
+    assert synced.ix.sync(synced.root.fs, only=[b"b/keep.py"]).removed == 1
+    _restore(p, text, st)
+    assert synced.sync().added == 1
+    assert synced.held() == synced.truth()
+
+
+def test_the_directories_marked_changed_between_full_walks_stay_bounded(
+    synced: Synced,
+) -> None:
+    """A daemon's watcher syncs between full walks may touch ever new directories: the
+    set of directories whose kept runs no longer hold never outgrows the runs kept (then
+    both are dropped: the next full walk checks every run against the state)."""
+    settled(synced.tree)
+    synced.sync()
+    runs = len(synced.ix._runs)
+    assert runs > 0
+    for i in range(3 * runs):
+        d = synced.tree / "tmp" / f"job{i}"
+        d.mkdir(parents=True)
+        (d / "out.py").write_text("y = 1\n")
+        rel = os.fsencode(d.relative_to(synced.tree)) + b"/out.py"
+        synced.ix.sync(synced.root.fs, only=[rel])
+        shutil.rmtree(d)
+        synced.ix.sync(synced.root.fs, only=[rel])
+        assert len(synced.ix._runs_dirty) <= max(1, len(synced.ix._runs))
+    settled(synced.tree)
+    synced.sync()
+    assert synced.held() == synced.truth()
+
+
+def test_a_walk_interrupted_while_entering_a_kept_directory_closes_its_fd_once(
+    tmp_path: Path, settle_now: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception while an unchanged directory is entered (an interrupt, no memory) closes
+    its fd once: a second close could close another thread's file of the same number."""
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "f.py").write_text("x\n")
+    (tree / "g.py").write_text("y\n")
+    settled(tree)
+    root = pin_root(str(tree))
+    try:
+        kept = Listings()
+        for _ in range(2):
+            list(Walker(root.fs, b"", WalkOptions(), listings=kept).runs())
+
+        class Raising(dict[bytes, object]):
+            def __setitem__(self, k: bytes, v: object) -> None:
+                if k == b"sub":
+                    raise KeyboardInterrupt
+                super().__setitem__(k, v)
+
+        begin = Listings._begin
+
+        def raising_begin(self: Listings, scope: object) -> None:
+            begin(self, scope)  # type: ignore[arg-type]
+            self.fresh = Raising()  # type: ignore[assignment]
+
+        monkeypatch.setattr(Listings, "_begin", raising_begin)
+        closed: list[int] = []
+        real_close = os.close
+
+        def counting_close(fd: int) -> None:
+            closed.append(fd)
+            real_close(fd)
+
+        monkeypatch.setattr(os, "close", counting_close)
+        with pytest.raises(KeyboardInterrupt):
+            list(Walker(root.fs, b"", WalkOptions(), listings=kept).runs())
+        monkeypatch.setattr(os, "close", real_close)
+        assert len(closed) == len(set(closed)), closed
+    finally:
+        root.close()

@@ -370,8 +370,8 @@ class Walker:
             if (
                 old is not None and old.key == key and old.parent is top.levels and not old.ignores
             ):  # (``_kept_frame``'s most common case, without its call)
+                listings.fresh[rel] = old  # (before the frame holds the fd: closed once)
                 frames.append(_Frame(rel, fd, [], old.levels, 0, old.segments))
-                listings.fresh[rel] = old
             else:
                 frames.append(self._kept_frame(listings, rel, fd, top.levels, key))
         except BaseException:

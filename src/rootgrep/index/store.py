@@ -28,7 +28,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -808,6 +808,8 @@ class RootIndex:
         stats = SyncStats()
         tick = _Ticker(progress, full=only is None)
         writer: Any = None  # created on the first change: an unchanged tree writes nothing
+        files: Generator[_Run, None, None] | None = None  # (closed at the end: a failed
+        # sync's walk too)
         stamp = self._stamp()
         if self._writer is None and stamp != self._state_stamp:
             # another process wrote the index since (a daemon that has since stopped): start
@@ -950,6 +952,9 @@ class RootIndex:
                     self._runs_dirty.update(
                         rel[: rel.rfind(b"/") + 1] for rel in itertools.chain(changed, deleted)
                     )
+                    if len(self._runs_dirty) > len(self._runs):  # (bounded: a daemon's
+                        # watcher syncs between full walks may touch ever new directories)
+                        self._runs, self._runs_dirty = {}, set()
                 with self._lock:
                     self.index.reload()
                     self.entries = final
@@ -958,6 +963,8 @@ class RootIndex:
                 self._follow_dirs(base, final, changed, deleted)
             self._runs_of = self.entries  # (the runs kept were checked against it)
         finally:
+            if files is not None:  # (a walk given up holds directory fds: closed now, not
+                files.close()  # when the exception that ended it is dropped)
             if writer is not None:
                 writer.rollback()
                 if self._writer is None:
@@ -1000,7 +1007,7 @@ class RootIndex:
 
     def _walk(
         self, fs: Beneath, cancelled: Callable[[], bool] | None, check: _WalkCheck
-    ) -> Iterable[_Run]:
+    ) -> Generator[_Run, None, None]:
         """Every file of the tree with its stat, run by run (``_Run``), but the runs found as
         the state holds them (``check``). The walk lists again only the directories changed
         since the last one (``Listings``); every file is stat'ed.
@@ -1043,7 +1050,7 @@ class RootIndex:
 
     def _stat_each(
         self, fs: Beneath, paths: Iterable[bytes], entries: Mapping[bytes, Entry]
-    ) -> Iterable[_Run]:
+    ) -> Generator[_Run, None, None]:
         """``_Run``s for ``paths``, then for every other indexed
         name of the same files (a hard link made or written through one name changes them
         all, and the watcher only names the one it saw). Only a file with more than one
