@@ -529,10 +529,10 @@ def open_dir_keyed_at(dirfd: int, name: bytes) -> tuple[int, DirKey]:
     except BaseException:
         os.close(fd)
         raise
-    if st.st_ino in _hidden_inos and (st.st_dev, st.st_ino) in _hidden:
-        os.close(fd)  # (``is_hidden``, inline)
+    if is_hidden(st):  # (the one test of a hidden identity, as ``open_dir_at``'s)
+        os.close(fd)
         raise _gone(name)
-    return fd, (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    return fd, stat_result_key(st)
 
 
 def open_file_at(dirfd: int, name: bytes) -> tuple[int, os.stat_result]:
