@@ -110,3 +110,47 @@ def test_index_to_a_terminal_draws_its_bar_with_rich(tmp_path: Path) -> None:
     text = got.decode(errors="replace")
     assert "rich.progress" in _imported(text.replace("\r", ""))
     assert f"{tree}: 1 file indexed; read 1 " in text
+
+
+def test_index_with_stderr_closed_or_its_reader_gone_still_indexes_every_root(
+    tmp_path: Path,
+) -> None:
+    """stderr closed (``2>&-``), or a pipe whose reader went away: the lines are lost, the
+    indexing of every root is not (exit 0, each root's index made)."""
+    trees = []
+    for name in ("a", "b"):
+        tree = tmp_path / name
+        tree.mkdir()
+        (tree / "f.txt").write_text("x\n")
+        trees.append(str(tree))
+    for how in ("closed", "broken"):
+        cache = tmp_path / f"cache-{how}"
+        env = {**os.environ, "ROOTGREP_CACHE_DIR": str(cache)}
+        if how == "closed":
+            proc = subprocess.run([ROOTGREP, "index", *trees], env=env, timeout=120,
+                                  stdout=subprocess.DEVNULL, stderr=None, check=False,
+                                  preexec_fn=lambda: os.close(2))  # fmt: skip
+            code = proc.returncode
+        else:
+            read, write = os.pipe()
+            os.close(read)  # (the reader is gone before the first line)
+            try:
+                code = subprocess.run([ROOTGREP, "index", *trees], env=env, timeout=120,
+                                      stdout=subprocess.DEVNULL, stderr=write,
+                                      check=False).returncode  # fmt: skip
+            finally:
+                os.close(write)
+        assert code == 0, how
+        lines = index(*map(Path, trees), cache=cache)  # (both indexed by the run before)
+        assert [ln.split(": ", 1)[1].split(";")[1].strip()[:17] for ln in lines[:2]] == [
+            "unchanged, read 0"
+        ] * 2, (how, lines)
+
+
+def test_a_name_with_control_characters_is_shown_escaped(tmp_path: Path) -> None:
+    tree = tmp_path / "t\x1b[31mred\tname"
+    tree.mkdir()
+    (tree / "f.txt").write_text("x\n")
+    (line,) = index(tree, cache=tmp_path / "cache")
+    assert "\x1b" not in line and "\t" not in line
+    assert line.startswith(str(tmp_path) + "/t\\x1b[31mred\\x09name: 1 file indexed")

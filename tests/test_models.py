@@ -59,3 +59,23 @@ def test_other_models_and_the_ones_left_to_model_construct() -> None:
     got = construct(GrepMatch, root=REF, path="p", uri="u", line=1, column=1, text="t")
     got.symbol = "f"  # (assignment as on any model)
     assert "symbol" in got.model_fields_set and got.model_dump()["symbol"] == "f"
+
+
+class Mutable(BaseModel):
+    items: list[int] = Field(default=[])  # (a plain mutable default: copied per instance)
+    n: int = 0
+
+
+class FromData(BaseModel):
+    n: int = 1
+    twice: int = Field(default_factory=lambda data: 2 * data["n"])
+
+
+def test_a_mutable_default_or_a_factory_of_the_data_is_left_to_model_construct() -> None:
+    a, b = construct(Mutable), construct(Mutable)
+    assert isinstance(a, Mutable) and isinstance(b, Mutable)
+    a.items.append(1)
+    assert b.items == [] and Mutable().items == [] and a.items is not b.items
+    got = construct(FromData, n=4)
+    assert isinstance(got, FromData) and got.twice == 8
+    _same(FromData, n=4)

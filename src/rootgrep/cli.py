@@ -729,8 +729,18 @@ def _files(n: int) -> str:
 
 
 def _say(console: Any, line: str) -> None:
-    """One plain line on stderr, above a live progress bar (never markup-parsed)."""
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    """One plain line on stderr, above a live progress bar (never markup-parsed, no emoji
+    codes, control characters of a path name shown as escapes)."""
+    console.print(_printable(line), markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)}
+
+
+def _printable(line: str) -> str:
+    """``line`` with each control character (a name's ESC, CR, tab...) as ``\\xNN``: a
+    log or a terminal shows the name, and no name moves the cursor or colours the screen."""
+    return line.translate(_CONTROLS)
 
 
 def _progress_bar() -> tuple[Any, Any]:
@@ -738,7 +748,12 @@ def _progress_bar() -> tuple[Any, Any]:
     progress while a root syncs and is then replaced by that root's summary line, so no
     stale count, "0 files", is left behind); otherwise (a log, CI, a pipe) plain lines and no
     bar, without importing rich (50-120 ms of every ``rootgrep index``)."""
-    if not sys.stderr.isatty():
+    err = sys.stderr
+    try:
+        tty = err is not None and err.isatty()
+    except (OSError, ValueError):  # (closed)
+        tty = False
+    if not tty:
         plain = _PlainLines()
         return plain, plain
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -747,14 +762,17 @@ def _progress_bar() -> tuple[Any, Any]:
     bar = Progress(
         SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
         TextColumn("{task.completed} files"), TimeElapsedColumn(),
-        console=console, transient=True,
+        console=console, transient=True, disable=not console.is_terminal,
     )  # fmt: skip
     return console, bar
 
 
 class _PlainLines:
     """What ``index`` asks of rich's console and progress bar when stderr is no terminal:
-    each line written as it is, no bar."""
+    each line written as it is, no bar. A stderr closed, or whose reader went away, loses
+    the lines, never the indexing of the roots after it."""
+
+    broken = False
 
     def __enter__(self) -> _PlainLines:
         return self
@@ -763,8 +781,14 @@ class _PlainLines:
         pass
 
     def print(self, line: str, **_: Any) -> None:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        err = sys.stderr
+        if err is None or self.broken:
+            return
+        try:
+            err.write(line + "\n")
+            err.flush()
+        except (OSError, ValueError):  # (a broken pipe, a closed stream: said nowhere)
+            self.broken = True
 
     def add_task(self, *_: Any, **__: Any) -> int:
         return 0

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, PrivateAttr
+from pydantic_core import PydanticUndefined
 
 EntryType = Literal["file", "dir", "symlink", "other"]
 OutputMode = Literal["content", "files_with_matches", "count"]
@@ -86,6 +87,8 @@ class GrepMatch(BaseModel):
 
 
 _M = TypeVar("_M", bound=BaseModel)
+# the defaults ``construct`` may share between instances (any other: ``model_construct``'s)
+_IMMUTABLE = frozenset({type(None), bool, int, float, str, bytes, type(PydanticUndefined)})
 _set = object.__setattr__
 # per model class: its field names in order, the plain defaults, the default factories
 _PLANS: dict[
@@ -98,8 +101,9 @@ def construct(cls: type[_M], **values: Any) -> _M:
     already) at a third of its cost: a page of 1,000 grep matches built 1,000 models, and
     ``model_construct`` looks through every field's aliases and defaults each time. The same
     instance (``__dict__`` in field order, ``model_fields_set`` the names given); a class
-    with aliases or a ``model_post_init`` is left to ``model_construct``, as is an unknown
-    name (a test keeps the two equal)."""
+    with aliases, a ``model_post_init``, a default that is not immutable (``model_construct``
+    copies it for each instance) or a default factory that takes the validated data is left
+    to ``model_construct``, as is an unknown name (a test keeps the two equal)."""
     plan = _PLANS.get(cls)
     if plan is None:
         fields = cls.__pydantic_fields__
@@ -107,7 +111,13 @@ def construct(cls: type[_M], **values: Any) -> _M:
             cls.__pydantic_post_init__
             or cls.__pydantic_root_model__
             or cls.model_config.get("extra") == "allow"
-            or any(f.alias or f.validation_alias for f in fields.values())
+            or any(
+                f.alias
+                or f.validation_alias
+                or f.default_factory_takes_validated_data
+                or type(f.default) not in _IMMUTABLE
+                for f in fields.values()
+            )
         ):
             return cls.model_construct(**values)
         plan = _PLANS[cls] = (

@@ -348,10 +348,12 @@ class Walker:
                 top = frames[-1] if frames and frames[-1].fd >= 0 else self._current(frames)
             complete = True
         finally:
-            _close_frames(frames)
-            self._keeping = None
-            if listings is not None:
-                listings._end(complete)
+            try:
+                _close_frames(frames)
+            finally:
+                self._keeping = None
+                if listings is not None:
+                    listings._end(complete)
 
     def _descend_kept(
         self, listings: Listings, frames: list[_Frame], top: _Frame, i: int, name: bytes, rel: bytes
@@ -375,7 +377,8 @@ class Walker:
             else:
                 frames.append(self._kept_frame(listings, rel, fd, top.levels, key))
         except BaseException:
-            os.close(fd)
+            if not frames or frames[-1].fd != fd:  # (a frame holding it: closed with them)
+                os.close(fd)
             raise
         if len(frames) > MAX_HELD_FDS + 1:
             self._bound_fds(frames)
@@ -843,8 +846,8 @@ def _open_along(fs: Beneath, stack: list[tuple[bytes, int]], rel: bytes) -> int:
 def _close_frames(frames: list[_Frame]) -> None:
     for f in frames:
         if f.fd >= 0:
-            os.close(f.fd)
-            f.fd = -1
+            fd, f.fd = f.fd, -1  # (marked closed first: never closed twice)
+            os.close(fd)
 
 
 def list_files(fs: Beneath, start: bytes = b"", **options: bool | int | None) -> list[bytes]:

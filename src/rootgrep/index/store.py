@@ -963,12 +963,14 @@ class RootIndex:
                 self._follow_dirs(base, final, changed, deleted)
             self._runs_of = self.entries  # (the runs kept were checked against it)
         finally:
-            if files is not None:  # (a walk given up holds directory fds: closed now, not
-                files.close()  # when the exception that ended it is dropped)
-            if writer is not None:
-                writer.rollback()
-                if self._writer is None:
-                    writer.wait_merging_threads()
+            try:
+                if files is not None:  # (a walk given up holds directory fds: closed now,
+                    files.close()  # not when the exception that ended it is dropped)
+            finally:
+                if writer is not None:
+                    writer.rollback()
+                    if self._writer is None:
+                        writer.wait_merging_threads()
         stats.files = self.file_count
         stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
         return stats
