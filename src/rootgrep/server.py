@@ -242,8 +242,8 @@ class Lease:
 # share by client address over HTTP (one share per remote host) and one share otherwise.
 WORKERS = 4
 SESSION_WORKERS = 2
-# The small blocking steps done off the event loop outside the workers (roots re-checked, audit
-# lines of accepted roots; client roots are pinned on their own threads: see
+# The small blocking steps done off the event loop outside the workers (roots re-checked;
+# client roots are pinned, and their audit lines written, on their own threads: see
 # sessions.ROOTS_THREADS) use anyio's default limiter:
 # 40 threads by default, of which 64 HTTP sessions kept 20-30 alive and coming and going
 # (each its stack and its share of the C allocator's arenas: RSS that varied by ±25 MiB with

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
 import anyio.to_thread
 import httpx2
 import pytest
@@ -49,6 +48,7 @@ from rootgrep.sessions import OWNER_HUNG_PINS, ROOTS_THREADS, ClientRoots, accep
 pytestmark = pytest.mark.anyio
 
 GUARD = 60  # seconds: a hang guard only
+LOCAL_GUARD = 20  # seconds: the same, for waits on local directories only
 
 
 @pytest.fixture
@@ -147,15 +147,22 @@ async def test_cancelled_pins_of_a_hung_path_leave_one_thread_blocked(
 # ---- B2 --------------------------------------------------------------------------------------
 
 
-async def _fill_default_limiter(gate: threading.Event, tg: anyio.abc.TaskGroup) -> None:
+@asynccontextmanager
+async def _default_limiter_full() -> AsyncIterator[anyio.CapacityLimiter]:
     """Every token of anyio's default limiter (at DEFAULT_THREADS, as in ``serve``) held by a
-    hop blocked until ``gate`` (small steps blocked on a hung mount, say)."""
+    hop that blocks until the block ends (small steps blocked on a hung mount, say)."""
     bound_default_threads()
     limiter = anyio.to_thread.current_default_thread_limiter()
-    for _ in range(DEFAULT_THREADS):
-        tg.start_soon(anyio.to_thread.run_sync, gate.wait)
-    while limiter.borrowed_tokens < DEFAULT_THREADS:  # (no thread hop: none is left)
-        await anyio.sleep(0.01)
+    gate = threading.Event()
+    async with anyio.create_task_group() as tg:
+        try:
+            for _ in range(DEFAULT_THREADS):
+                tg.start_soon(anyio.to_thread.run_sync, gate.wait)
+            while limiter.borrowed_tokens < DEFAULT_THREADS:  # (no thread hop: none is left)
+                await anyio.sleep(0.01)
+            yield limiter
+        finally:
+            gate.set()
 
 
 async def test_a_cancel_at_the_end_of_an_accept_leaks_no_pin(tmp_path: Path) -> None:
@@ -165,28 +172,20 @@ async def test_a_cancel_at_the_end_of_an_accept_leaks_no_pin(tmp_path: Path) -> 
     local = tmp_path / "local"
     local.mkdir()
     service = _service(tmp_path / "audit.jsonl")
-    gate = threading.Event()
     outcome: list[Any] = []
+
+    async def ask() -> None:
+        outcome.append(await accept_raw_roots([{"uri": uri(local)}], service, service.audit))
+
     try:
-        async with anyio.create_task_group() as holders:
-            await _fill_default_limiter(gate, holders)
-            limiter = anyio.to_thread.current_default_thread_limiter()
-            with anyio.fail_after(GUARD):
-                async with anyio.create_task_group() as tg:
-
-                    async def ask() -> None:
-                        outcome.append(
-                            await accept_raw_roots([{"uri": uri(local)}], service, service.audit)
-                        )
-
-                    tg.start_soon(ask)
-                    # the accept ends, or waits on the default limiter: then it is cancelled
-                    while not outcome and limiter.statistics().tasks_waiting == 0:
-                        await anyio.sleep(0.01)
-                    tg.cancel_scope.cancel()
-            gate.set()
+        async with _default_limiter_full() as limiter, anyio.create_task_group() as tg:
+            with anyio.fail_after(LOCAL_GUARD):
+                tg.start_soon(ask)
+                # the accept ends, or waits on the default limiter: then it is cancelled
+                while not outcome and limiter.statistics().tasks_waiting == 0:
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
     finally:
-        gate.set()
         service.audit.close()
     for accepted, _ in outcome:  # (the caller's, when it returned them)
         for r in accepted:
@@ -205,16 +204,12 @@ async def test_a_refresh_never_waits_on_the_default_thread_limiter(
     local.mkdir()
     service = _service(tmp_path / "audit.jsonl" if audited else None)
     client = ClientRoots(service, _fetching([local]), list_changed=True)
-    gate = threading.Event()
     try:
-        async with anyio.create_task_group() as tg:
-            await _fill_default_limiter(gate, tg)
-            with anyio.fail_after(GUARD):
+        async with _default_limiter_full():
+            with anyio.fail_after(LOCAL_GUARD):
                 await client.refresh()  # while they all still block
             assert not client.failed and [r.path for r in client.roots] == [str(local).encode()]
-            gate.set()
     finally:
-        gate.set()
         client.close()
         service.audit.close()
     if audited:
@@ -356,10 +351,10 @@ async def test_one_sessions_hung_pins_leave_other_sessions_roots_served(
             short.setattr(sessions, "PIN_SECONDS", 0.2)  # (every pin of ``a`` is given up)
             await a.refresh()
         assert a.roots == []
-        await _until(lambda: stuck_threads(os.getpid()) >= OWNER_HUNG_PINS)
-        assert stuck_threads(os.getpid()) == len(sessions._hung) == OWNER_HUNG_PINS
         await b.refresh()
         assert not b.failed and b.roots == [served] and not served.fs.retired
+        await _until(lambda: stuck_threads(os.getpid()) >= OWNER_HUNG_PINS)
+        assert stuck_threads(os.getpid()) == len(sessions._hung) == OWNER_HUNG_PINS
         # the cap over all owners reached (here by that one session's pins): a root already
         # served is re-pinned still, a new root is refused
         monkeypatch.setattr(sessions, "MAX_HUNG_PINS", OWNER_HUNG_PINS)
