@@ -56,7 +56,15 @@ from .errors import NoRoots, RootgrepError, RootRemoved
 from .memory import IdleTrim, idle_trimmer
 from .roots import Root, listed
 from .service import Service, Token
-from .sessions import REFRESH_WAIT_SECONDS, ClientRoots, RawRoots, accept_raw_roots, scope
+from .sessions import (
+    REFRESH_WAIT_SECONDS,
+    SESSION_ROOTS_THREADS,
+    ClientRoots,
+    RawRoots,
+    accept_raw_roots,
+    hung_pins_of,
+    scope,
+)
 from .tools import INSTRUCTIONS, TOOLS, Call, Out, ToolSpec, invalid_argument_message
 
 SPECS = {spec.name: spec for spec in TOOLS}
@@ -234,8 +242,8 @@ class Lease:
 # share by client address over HTTP (one share per remote host) and one share otherwise.
 WORKERS = 4
 SESSION_WORKERS = 2
-# The small blocking steps done off the event loop outside the workers (roots re-checked, audit
-# lines of accepted roots; client roots are pinned on their own threads: see
+# The small blocking steps done off the event loop outside the workers (roots re-checked;
+# client roots are pinned, and their audit lines written, on their own threads: see
 # sessions.ROOTS_THREADS) use anyio's default limiter:
 # 40 threads by default, of which 64 HTTP sessions kept 20-30 alive and coming and going
 # (each its stack and its share of the C allocator's arenas: RSS that varied by ±25 MiB with
@@ -277,6 +285,7 @@ class RootgrepServer(MCPServer):
         self.service = service
         self.limiter = anyio.CapacityLimiter(WORKERS)
         self._shares: dict[str, anyio.CapacityLimiter] = {}  # 2026-07-28 calls, by address
+        self._pin_shares: dict[str, anyio.CapacityLimiter] = {}  # their roots' pins, too
         self.idle_trim: IdleTrim | None = None  # (set by serve_stdio / serve_http)
         self.serving = False  # (set by serve_stdio / serve_http: bound_default_threads)
 
@@ -334,7 +343,7 @@ class RootgrepServer(MCPServer):
             if call_roots is not None:  # 2026-07-28: roots arrived with this call
                 raw = [{"uri": str(r.uri), "name": r.name} for r in call_roots.roots]
                 per_call, problems = await accept_raw_roots(
-                    raw, self.service, self.service.audit, (), notes
+                    raw, self.service, self.service.audit, (), notes, self._pin_share(ctx)
                 )
                 for p in problems:
                     log.warning("%s", p)
@@ -441,6 +450,21 @@ class RootgrepServer(MCPServer):
                         if lim.borrowed_tokens == 0 and lim.statistics().tasks_waiting == 0:
                             del self._shares[k]
                 limiter = self._shares[key] = anyio.CapacityLimiter(SESSION_WORKERS)
+            return limiter
+
+    def _pin_share(self, ctx: Context) -> anyio.CapacityLimiter:
+        """A 2026-07-28 client's share of the roots threads, by address like ``_share``
+        (sessions.SESSION_ROOTS_THREADS; its hung pins count against it: OWNER_HUNG_PINS)."""
+        key = _peer_key(ctx)
+        with _client_lock:
+            limiter = self._pin_shares.get(key)
+            if limiter is None:
+                if len(self._pin_shares) >= MAX_IDLE_SHARES:
+                    for k, lim in list(self._pin_shares.items()):
+                        idle = lim.borrowed_tokens == 0 and lim.statistics().tasks_waiting == 0
+                        if idle and not hung_pins_of(lim):  # (kept while it owns hung pins)
+                            del self._pin_shares[k]
+                limiter = self._pin_shares[key] = anyio.CapacityLimiter(SESSION_ROOTS_THREADS)
             return limiter
 
     async def _lease(self, roots: list[Root], client: ClientRoots | None) -> Lease:

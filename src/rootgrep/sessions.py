@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
-from anyio.lowlevel import RunVar
+from anyio.lowlevel import EventLoopToken, RunVar
 
 from .audit import Audit
 from .errors import InvalidUri, NoRoots, RootgrepError
@@ -36,24 +38,29 @@ REFRESH_WAIT_SECONDS = 10.0
 
 
 # Pinning a client root opens it by name, and on a hung NFS or FUSE mount that open blocks in
-# the kernel (no signal ends it). So pins run on their own threads, never on anyio's default
-# limiter (a few hung pins held all DEFAULT_THREADS of it, and every session's roots steps and
-# every other thread hop waited behind them): at most ROOTS_THREADS pins run at once, one
-# session (its refresh and its first call's ask) runs at most SESSION_ROOTS_THREADS of them,
-# and a pin not done within PIN_SECONDS is given up: the root is dropped (``[invalid_uri]``,
-# audited ``pin_timeout``) and its thread left to finish alone (what it opens late is closed).
-# While such a thread is still blocked, a root at or beneath the path it opens is refused at
-# once (no second thread blocks on it), and beyond MAX_HUNG_PINS of them every new pin is
-# refused at once (a bound on the threads hung mounts can hold).
+# the kernel (no signal ends it). So pins run on their own daemon threads (never on anyio's
+# default limiter, which a few hung pins held for good; never on a thread the interpreter
+# joins at exit, which kept ``serve`` from exiting): at most ROOTS_THREADS pins run at once,
+# one owner (a handshake-era session: its refresh and its first call's ask; a 2026-07-28
+# client: its calls, by address) runs at most SESSION_ROOTS_THREADS of them, and a pin not
+# done within PIN_SECONDS, or whose caller goes away, is given up: the root is dropped
+# (``[invalid_uri]``, audited ``pin_timeout``) and its thread left to finish alone (what it
+# opens late is closed). While such a thread is still blocked, a root at or beneath the path it
+# opens is refused at once (no second thread blocks on it); an owner with OWNER_HUNG_PINS of
+# them gets every new pin refused at once (its own: other owners' pins go on), and beyond
+# MAX_HUNG_PINS of them in all (a last resort, bounding the threads hung mounts hold) every new
+# pin is refused but a re-pin of a root its session already serves (bounded by the roots
+# served).
 ROOTS_THREADS = 8
 SESSION_ROOTS_THREADS = 1
 PIN_SECONDS = 5.0
-MAX_HUNG_PINS = 16
+OWNER_HUNG_PINS = 4
+MAX_HUNG_PINS = 64
 
 _roots_threads: RunVar[anyio.CapacityLimiter] = RunVar("rootgrep.roots_threads")
 _unlimited: RunVar[anyio.CapacityLimiter] = RunVar("rootgrep.unlimited")
 _hung_lock = threading.Lock()
-_hung: list[bytes] = []  # paths whose given-up pin is still blocked (one entry per thread)
+_hung: list[_Pin] = []  # given-up pins whose thread is still blocked (their path and owner)
 
 
 def _limiter(var: RunVar[anyio.CapacityLimiter], tokens: float) -> anyio.CapacityLimiter:
@@ -71,17 +78,25 @@ class PinTimeout(InvalidUri):
     earlier opening of it, or too many others, still hang)."""
 
 
-def _refuse_if_hung(raw: bytes, uri: str) -> None:
-    """Refuse at once a root at or beneath a path whose given-up pin still blocks (or any
-    root while MAX_HUNG_PINS of them do). Call with ``_hung_lock`` held."""
+def _refuse_if_hung(pin: _Pin, uri: str) -> None:
+    """Refuse at once a root at or beneath a path whose given-up pin still blocks, any new
+    root of an owner with OWNER_HUNG_PINS of them, and (but for a re-pin of a root already
+    served) any root while MAX_HUNG_PINS of them block. Call with ``_hung_lock`` held."""
     shown = uri[:200]
-    if any(is_within(raw, h) for h in _hung):
+    if any(is_within(pin.raw, h.raw) for h in _hung):
         raise PinTimeout(
             f"root {shown!r} is not usable: an earlier opening of it did not finish within "
             f"{PIN_SECONDS:g} s and has not finished yet (a hung network or FUSE mount?); "
             "announce it again once the mount answers"
         )
-    if len(_hung) >= MAX_HUNG_PINS:
+    own = sum(1 for h in _hung if h.owner is pin.owner)
+    if own >= OWNER_HUNG_PINS:
+        raise PinTimeout(
+            f"root {shown!r} is not opened: {own} openings of this client's roots did not "
+            f"finish within {PIN_SECONDS:g} s and still hang (hung network or FUSE mounts?); "
+            "retry once they answer"
+        )
+    if len(_hung) >= MAX_HUNG_PINS and not pin.served:
         raise PinTimeout(
             f"root {shown!r} is not opened: {len(_hung)} openings of client roots did not "
             f"finish within {PIN_SECONDS:g} s and still hang (hung network or FUSE mounts?); "
@@ -89,25 +104,44 @@ def _refuse_if_hung(raw: bytes, uri: str) -> None:
         )
 
 
-class _Pin:
-    """One pin in a worker thread, and who closes what it opened if its caller gives up."""
+def hung_pins_of(owner: object) -> int:
+    """How many given-up pins of ``owner`` still block (see OWNER_HUNG_PINS)."""
+    with _hung_lock:
+        return sum(1 for h in _hung if h.owner is owner)
 
-    def __init__(self) -> None:
+
+Pinned = tuple[Root, Root | None]
+
+
+class _Pin:
+    """One pin on its own thread, and who closes what it opened if its caller gives up."""
+
+    def __init__(self, raw: bytes, owner: object, served: bool) -> None:
+        self.raw = raw
+        self.owner = owner  # whose hung pins it counts among (see OWNER_HUNG_PINS)
+        self.served = served  # a re-pin of a root its session serves (see MAX_HUNG_PINS)
         self.started = False
         self.finished = False
         self.abandoned = False
-        self.hung_path: bytes | None = None  # registered in ``_hung`` (given up while blocked)
-        self.result: tuple[Root, Root | None] | None = None
+        self.hung = False  # registered in ``_hung`` (given up while blocked)
+        self.result: Pinned | None = None
+        self.error: BaseException | None = None
 
-    def give_up(self) -> None:
-        """The caller will not take the result (call with ``_hung_lock`` held)."""
+    def give_up(self) -> Pinned | None:
+        """The caller will not take the result (call with ``_hung_lock`` held): a thread still
+        blocked is counted in ``_hung`` until it ends. Returns what the caller must close
+        (after releasing the lock)."""
         self.abandoned = True
-        if self.result is not None:
-            _close_new(self.result)
-            self.result = None
+        if self.started and not self.finished and not self.hung:
+            self.hung = True
+            _hung.append(self)
+        result, self.result = self.result, None
+        return result
 
 
-def _close_new(result: tuple[Root, Root | None]) -> None:
+def _close_new(result: Pinned | None) -> None:
+    if result is None:
+        return
     new, reused = result
     if reused is None:
         new.close()
@@ -115,7 +149,7 @@ def _close_new(result: tuple[Root, Root | None]) -> None:
 
 def _pin_client_root(
     uri: str, name: str | None, service: Service, by_path: dict[bytes, Root]
-) -> tuple[Root, Root | None]:
+) -> Pinned:
     """Blocking: validate and pin one client root; the old pin of the same unchanged root
     when there is one (then second), the new pin otherwise."""
     r = accept_client_root(
@@ -128,58 +162,75 @@ def _pin_client_root(
     return r, None
 
 
+def _wake(done: anyio.Event, token: EventLoopToken) -> None:
+    """From a pin's thread: wake its caller (nothing to wake once the event loop is gone)."""
+    with contextlib.suppress(BaseException):
+        anyio.from_thread.run_sync(done.set, token=token)
+
+
 async def _pin(
     uri: str,
     name: str | None,
     service: Service,
     by_path: dict[bytes, Root],
     share: anyio.CapacityLimiter | None,
-) -> tuple[Root, Root | None]:
-    """``_pin_client_root`` on a roots thread, given up after PIN_SECONDS (see ROOTS_THREADS)."""
+) -> Pinned:
+    """``_pin_client_root`` on a daemon thread, given up after PIN_SECONDS (see
+    ROOTS_THREADS; ``share``: the owner's share of them, and who its hung pins count for)."""
     raw = parse_file_uri(uri)
+    served = raw in by_path or any(r.announced == uri for r in by_path.values())
+    pin = _Pin(raw, share, served)
     with _hung_lock:
-        _refuse_if_hung(raw, uri)
-    pin = _Pin()
+        _refuse_if_hung(pin, uri)
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
 
-    def work() -> tuple[Root, Root | None] | None:
-        with _hung_lock:
-            if pin.abandoned:
-                return None
-            _refuse_if_hung(raw, uri)  # (another pin of it may have been given up meanwhile)
-            pin.started = True
-        result: tuple[Root, Root | None] | None = None
+    def work() -> None:
         try:
-            result = _pin_client_root(uri, name, service, by_path)
-        finally:
             with _hung_lock:
-                pin.finished = True
-                if pin.hung_path is not None:
-                    _hung.remove(pin.hung_path)
-                if result is not None:
+                if pin.abandoned:
+                    return
+                _refuse_if_hung(pin, uri)  # (another pin of it may have been given up meanwhile)
+                pin.started = True
+            result: Pinned | None = None
+            late: Pinned | None = None
+            try:
+                result = _pin_client_root(uri, name, service, by_path)
+            except BaseException as e:
+                pin.error = e
+            finally:
+                with _hung_lock:
+                    pin.finished = True
+                    if pin.hung:
+                        _hung.remove(pin)
                     if pin.abandoned:
-                        _close_new(result)
+                        late = result
                     else:
                         pin.result = result
-        return result
+                _close_new(late)  # (given up: nobody takes it)
+        except BaseException as e:  # refused (PinTimeout)
+            pin.error = e
+        finally:
+            _wake(done, token)
 
     async with share if share is not None else _NO_LIMIT, _limiter(_roots_threads, ROOTS_THREADS):
+        threading.Thread(target=work, name="rootgrep-pin", daemon=True).start()
         try:
             with anyio.move_on_after(PIN_SECONDS):
-                await anyio.to_thread.run_sync(
-                    work, limiter=_limiter(_unlimited, math.inf), abandon_on_cancel=True
-                )
-        except BaseException:  # cancelled (the session is closing) or the pin failed
+                await done.wait()
+        except BaseException:  # cancelled: the session is closing, or its caller went away
             with _hung_lock:
-                pin.give_up()
+                late = pin.give_up()
+            _close_new(late)
             raise
         with _hung_lock:
-            if pin.result is not None:  # (done, maybe just as the time ran out)
-                result, pin.result = pin.result, None
-                return result
-            pin.give_up()
-            if pin.started and not pin.finished:
-                pin.hung_path = raw
-                _hung.append(raw)
+            finished, result, pin.result = pin.finished, pin.result, None
+            late = None if finished else pin.give_up()
+        _close_new(late)
+        if pin.error is not None:  # (the pin failed, or was refused on its thread)
+            raise pin.error
+        if finished and result is not None:  # (done, maybe just as the time ran out)
+            return result
     log.warning("opening client root %r did not finish within %g s; given up", uri[:200],
                 PIN_SECONDS)  # fmt: skip
     raise PinTimeout(
@@ -248,6 +299,10 @@ async def accept_raw_roots(
             decisions.append({"requested": uri, "decision": "allow", "reason": "valid",
                               "root_id": r.id, "path": "."})  # fmt: skip
             accepted.append(r)
+        if decisions and audit.enabled:  # (its own limiter: never behind anyio's default one)
+            await anyio.to_thread.run_sync(
+                _record, audit, decisions, limiter=_limiter(_unlimited, math.inf)
+            )
     except BaseException:  # cancelled: the pins made so far are nobody's
         kept = {id(r) for r in reuse}
         for r in accepted:
@@ -263,8 +318,6 @@ async def accept_raw_roots(
         problems.append(note)
         if notes is not None:
             notes.append(note)
-    if decisions:
-        await anyio.to_thread.run_sync(_record, audit, decisions)
     return accepted, problems
 
 

@@ -63,8 +63,9 @@ def fuse_available() -> str | None:
 class HungMount:
     """The daemon side of the mount: see the module docstring."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, deaf: bool = False) -> None:
         self.fd = fd
+        self.deaf = deaf  # reads nothing after FUSE_INIT (see ``hung_mount``)
         self.lookups: list[bytes] = []  # names asked for, in order (never answered)
         self.opened = 0  # directories opened on the mount (of the names answered)
         self.released = 0  # ... and closed again
@@ -106,6 +107,8 @@ class HungMount:
             if opcode == FUSE_INIT:
                 self._reply(unique, 0, _INIT_OUT.pack(7, 31, 0, FUSE_PARALLEL_DIROPS, 0, 0, 4096, 1, 0, 0, 0, 0,
                                                       *([0] * 6)))  # fmt: skip
+                if self.deaf:
+                    return
             elif opcode == FUSE_LOOKUP:
                 name = data[_IN_HEADER.size : length].rstrip(b"\0")
                 with self._changed:
@@ -169,8 +172,11 @@ def stuck_threads(pid: int) -> int:
 
 
 @contextmanager
-def hung_mount(where: Path) -> Iterator[HungMount]:
-    """Mount a hung FUSE file system at ``where`` (created); unmount it on exit."""
+def hung_mount(where: Path, *, deaf: bool = False) -> Iterator[HungMount]:
+    """Mount a hung FUSE file system at ``where`` (created); unmount it on exit. ``deaf``: the
+    daemon reads no request after FUSE_INIT, so a lookup stays queued in the kernel, where a
+    fatal signal still ends its wait (as on a hung NFS mount; a lookup the daemon has read is
+    waited out even by SIGKILL); nothing is recorded in ``lookups`` then."""
     where.mkdir(parents=True, exist_ok=True)
     fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
     try:
@@ -182,7 +188,7 @@ def hung_mount(where: Path) -> Iterator[HungMount]:
     except BaseException:
         os.close(fd)
         raise
-    mount = HungMount(fd)
+    mount = HungMount(fd, deaf)
     mount._thread.start()
     try:
         yield mount
