@@ -128,3 +128,17 @@ async def test_calls_queued_behind_an_unanswered_ask_do_not_ask_again(tmp_path: 
     assert asked == [1] and results == [False] * 5
     assert client.needs_prime()  # (still no answer: the next call may ask again)
     client.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [("", 5.0), ("12.5", 12.5), ("0", 5.0), ("-1", 5.0), ("4000", 5.0), ("soon", 5.0),
+     ("3600", 3600.0)],
+)  # fmt: skip
+def test_the_pin_time_out_is_set_by_the_environment_within_bounds(
+    raw: str, want: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rootgrep import sessions
+
+    monkeypatch.setenv("ROOTGREP_PIN_SECONDS", raw)
+    assert sessions._pin_seconds() == want

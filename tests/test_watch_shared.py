@@ -245,3 +245,44 @@ def test_the_processs_own_roots_are_watched_whatever_the_cap(
         manager.close()
         for r in roots:
             r.close()
+
+
+def test_a_query_catching_up_waits_for_marks_the_reader_took_but_has_not_handed_over(
+    trees: list[Path], shared: Inotify
+) -> None:
+    """The shared reader takes a root's marks, then hands them to its sink outside the
+    watcher's lock: a query's catch-up (``drain`` then ``deliver(wait=True)``) that finds
+    no marks left must not say "caught up" before the reader's sink call is done (a file
+    written just before a grep was missed, about once in a full test run under load)."""
+    entered, release = threading.Event(), threading.Event()
+    got: set[bytes] = set()
+
+    def sink(marks: set[bytes], lost: bool) -> None:
+        if marks and threading.current_thread() is shared._thread and not release.is_set():
+            entered.set()
+            release.wait(10)  # (the reader held between taking the marks and handing them)
+        got.update(marks)
+
+    fs = Beneath.pin(str(trees[0]))
+    w = TreeWatcher(fs, shared, sink=sink)
+    w.add(b"")
+    try:
+        (trees[0] / "new.py").write_text("x\n")
+        assert entered.wait(10)  # (a hang guard)
+        answer: list[tuple[bool, set[bytes]]] = []
+
+        def catch_up() -> None:
+            ok = shared.drain() and w.deliver(wait=True)
+            answer.append((ok, set(got)))
+
+        query = threading.Thread(target=catch_up)
+        query.start()
+        query.join(0.2)  # (it waits for the reader now; or, without the barrier, is done)
+        release.set()
+        query.join(10)
+        ((ok, seen),) = answer
+        assert not ok or b"new.py" in seen, (ok, seen)  # caught up: the sink holds it
+    finally:
+        release.set()
+        w.close()
+        fs.close()

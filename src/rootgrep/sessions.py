@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -53,7 +54,20 @@ REFRESH_WAIT_SECONDS = 10.0
 # served).
 ROOTS_THREADS = 8
 SESSION_ROOTS_THREADS = 1
-PIN_SECONDS = 5.0
+
+
+def _pin_seconds(default: float = 5.0) -> float:
+    """PIN_SECONDS: ``ROOTGREP_PIN_SECONDS`` (seconds, over 0 and at most 3600: a slow network
+    mount may need more), else ``default`` (also for a value that is not such a number)."""
+    raw = os.environ.get("ROOTGREP_PIN_SECONDS", "")
+    try:
+        seconds = float(raw) if raw else default
+    except ValueError:
+        return default
+    return seconds if 0 < seconds <= 3600 else default
+
+
+PIN_SECONDS = _pin_seconds()
 OWNER_HUNG_PINS = 4
 MAX_HUNG_PINS = 64
 

@@ -310,7 +310,10 @@ async def test_one_clients_per_call_roots_on_a_hung_mount_leave_others_pinning(
             hung[i] = await c.call_tool("grep", {"pattern": "needle"})
 
     async with AsyncExitStack() as stack:
-        url, _, _ = await stack.enter_async_context(http_server(tmp_path, []))
+        # (no pin given up within the hang guard: the other session cannot get through
+        # because one was given up, only because it has threads of its own)
+        env = {**server_env(tmp_path), "ROOTGREP_PIN_SECONDS": str(10 * GUARD)}
+        url, _, _ = await stack.enter_async_context(http_server(tmp_path, [], env=env))
         stack.callback(mount.abort)  # (first: a server blocked on the mount cannot stop)
         with anyio.fail_after(GUARD):  # a hang guard
             async with anyio.create_task_group() as tg:

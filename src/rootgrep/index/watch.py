@@ -248,6 +248,11 @@ class TreeWatcher:
         self.incomplete = False  # out of watches: this root is not watched any more
         self.closed = False
         self._told_incomplete = False
+        # deliveries whose marks are taken but not yet handed to the sink (counted before the
+        # marks are taken: a query's ``deliver(wait=True)`` that finds no marks left waits for
+        # them, so what another thread took from under it is in the sink when it returns)
+        self._delivering = 0
+        self._delivered = threading.Condition(threading.Lock())
         self._marks: set[bytes] = set()  # what the events named since the last settle
         self._gone: set[bytes] = set()
         self._fresh: set[bytes] = set()
@@ -351,8 +356,10 @@ class TreeWatcher:
         """(A shared instance's reader.) Hand the sink what the routed events name, once any
         came; later if a walk of this root runs right now (never wait for it, unless
         ``wait``: a query that must see every change finished before it)."""
-        if not (self._marks or self._gone or self._fresh or self.overflowed) and (
-            not self.incomplete or self._told_incomplete
+        if (
+            not (self._marks or self._gone or self._fresh or self.overflowed)
+            and (not self.incomplete or self._told_incomplete)
+            and not (wait and self._delivering)
         ):
             return True
         if not self.lock.acquire(blocking=wait, timeout=DELIVER_WAIT_SECONDS if wait else -1):
@@ -360,18 +367,37 @@ class TreeWatcher:
         try:
             if self.closed:
                 return False
-            marks = self._settle()
-            lost, self.overflowed = self.overflowed, False
-            self._told_incomplete = self.incomplete
+            with self._delivered:
+                self._delivering += 1  # (before the marks are taken: see ``_delivering``)
+            try:
+                marks = self._settle()
+                lost, self.overflowed = self.overflowed, False
+                self._told_incomplete = self.incomplete
+            except BaseException:
+                self._done_delivering()
+                raise
         finally:
             self.lock.release()
-        if self.sink is not None:
-            try:
-                self.sink(marks, lost)
-            except Exception:
-                log.exception("a watcher's sink failed")
-                return False
+        try:
+            if self.sink is not None:
+                try:
+                    self.sink(marks, lost)
+                except Exception:
+                    log.exception("a watcher's sink failed")
+                    return False
+        finally:
+            self._done_delivering()
+        if wait:  # (and what other threads took before: in the sink too, once they are done)
+            with self._delivered:
+                return self._delivered.wait_for(
+                    lambda: self._delivering == 0, timeout=DELIVER_WAIT_SECONDS
+                )
         return True
+
+    def _done_delivering(self) -> None:
+        with self._delivered:
+            self._delivering -= 1
+            self._delivered.notify_all()
 
     def _settle(self) -> set[bytes]:
         with self.inotify.lock:
