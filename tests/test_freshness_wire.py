@@ -4,8 +4,11 @@ refused, and the asker then scans live."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,75 +70,73 @@ def test_an_answer_of_another_version_or_garbage_is_refused(line: bytes) -> None
         _parse_answer(line)
 
 
-def test_the_askers_own_work_overlaps_the_daemons(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """``meanwhile`` (the CLI compiles its candidates' scan there: RE2's import) runs once
-    the request is sent, while the daemon works on it, not after its answer is read: here
-    the daemon answers only once the asker's ``meanwhile`` has run (a wait that is a hang
-    guard only: it returns as soon as it has)."""
-    from rootgrep.index.freshness import FreshnessServer, ask_fresh
+@contextlib.contextmanager
+def daemon_over(tmp_path: Path, files: dict[str, str]) -> Iterator[tuple[str, Any, Any, Any]]:
+    """A tree of ``files``, a daemon's index of it built, and its freshness socket served:
+    (cache dir, root, manager, server), all closed after."""
+    from rootgrep.index.freshness import FreshnessServer
     from rootgrep.index.manager import IndexManager
     from rootgrep.roots import pin_root
 
     tree = tmp_path / "tree"
     tree.mkdir()
-    (tree / "a.py").write_text("frobnicate_widget = 1\n")
-    (tree / "b.py").write_text("other = 2\n")
+    for name, text in files.items():
+        (tree / name).write_text(text)
     cache = str(tmp_path / "cache")
     r = pin_root(str(tree))
     manager = IndexManager(cache, hold_writer=True)
     server = FreshnessServer(manager)
-    ran = threading.Event()
-    seen: list[bool] = []
-    answer = server.answer
-
-    def answer_after_meanwhile(root_path: bytes, request: dict) -> tuple[dict, list[bytes]]:  # type: ignore[type-arg]
-        seen.append(ran.wait(30))
-        return answer(root_path, request)
-
-    monkeypatch.setattr(server, "answer", answer_after_meanwhile)
     try:
         manager.activate(r, 0)
         assert manager.wait_built(r.path, 60)
-        assert server.serve(r.path) is None
-        query = {"pattern": "frobnicate_widget", "regex": False, "case_sensitive": True}
-        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20, meanwhile=ran.set)
-        assert found is not None, why
-        assert found.paths == [b"a.py"] and seen == [True]
+        yield cache, r, manager, server
     finally:
         server.close()
         manager.close()
         r.close()
+
+
+def asked(cache: str, r: Any, pattern: str, **kw: Any) -> list[bytes]:
+    """The candidate paths the daemon answers for a literal ``pattern`` (asserted answered)."""
+    from rootgrep.index.freshness import ask_fresh
+
+    query = {"pattern": pattern, "regex": False, "case_sensitive": True}
+    found, why = ask_fresh(cache, r, query, max_file_size=1 << 20, **kw)
+    assert found is not None, why
+    return found.paths
+
+
+def test_the_askers_own_work_overlaps_the_daemons(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``meanwhile`` (the CLI compiles its candidates' scan there: RE2's import) runs once
+    the request is sent, while the daemon works on it, not after its answer is read: here
+    the daemon answers only once the asker's ``meanwhile`` has run (a wait that is a hang
+    guard only: it returns as soon as it has)."""
+    files = {"a.py": "frobnicate_widget = 1\n", "b.py": "other = 2\n"}
+    with daemon_over(tmp_path, files) as (cache, r, _manager, server):
+        ran = threading.Event()
+        seen: list[bool] = []
+        answer = server.answer
+
+        def answer_after_meanwhile(root_path: bytes, request: dict) -> tuple[dict, list[bytes]]:  # type: ignore[type-arg]
+            seen.append(ran.wait(30))
+            return answer(root_path, request)
+
+        monkeypatch.setattr(server, "answer", answer_after_meanwhile)
+        assert server.serve(r.path) is None
+        assert asked(cache, r, "frobnicate_widget", meanwhile=ran.set) == [b"a.py"]
+        assert seen == [True]
 
 
 def test_a_long_pattern_is_still_answered_from_the_index(tmp_path: Path) -> None:
     """A request line holds the pattern in base64 (a third longer than the pattern): a
     pattern of 60 KiB (80 KiB on the wire, over the 64 KiB a JSON request line had) is still
     answered by the daemon, not refused as a line too long (the asker would scan live)."""
-    from rootgrep.index.freshness import FreshnessServer, ask_fresh
-    from rootgrep.index.manager import IndexManager
-    from rootgrep.roots import pin_root
-
     word = "frobnicate_" + "x" * (60 << 10)
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "a.py").write_text(word + "\n")
-    (tree / "b.py").write_text("other = 2\n")
-    cache = str(tmp_path / "cache")
-    r = pin_root(str(tree))
-    manager = IndexManager(cache, hold_writer=True)
-    server = FreshnessServer(manager)
-    try:
-        manager.activate(r, 0)
-        assert manager.wait_built(r.path, 60)
+    with daemon_over(tmp_path, {"a.py": word + "\n", "b.py": "other = 2\n"}) as (
+        cache, r, _manager, server,
+    ):  # fmt: skip
         assert server.serve(r.path) is None
-        query = {"pattern": word, "regex": False, "case_sensitive": True}
-        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20)
-        assert found is not None, why
-        assert found.paths == [b"a.py"]
-    finally:
-        server.close()
-        manager.close()
-        r.close()
+        assert asked(cache, r, word) == [b"a.py"]
 
 
 def test_an_asker_trickling_its_request_cannot_hold_the_daemon(tmp_path: Path) -> None:
@@ -145,48 +146,31 @@ def test_an_asker_trickling_its_request_cannot_hold_the_daemon(tmp_path: Path) -
     held the thread, and every other asker timed out and scanned live)."""
     import socket
 
-    from rootgrep.index.freshness import FreshnessServer, _socket_path, ask_fresh
-    from rootgrep.index.manager import IndexManager
-    from rootgrep.roots import pin_root
+    from rootgrep.index.freshness import _socket_path
 
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "a.py").write_text("frobnicate = 1\n")
-    cache = str(tmp_path / "cache")
-    r = pin_root(str(tree))
-    manager = IndexManager(cache, hold_writer=True)
-    server = FreshnessServer(manager)
     done = threading.Event()
-    try:
-        manager.activate(r, 0)
-        assert manager.wait_built(r.path, 60)
-        assert server.serve(r.path) is None
-        ix = manager.get(r.path)
-        assert ix is not None and ix.index is not None
-        path = _socket_path(ix.index.folder)
-        started = threading.Event()
+    with daemon_over(tmp_path, {"a.py": "frobnicate = 1\n"}) as (cache, r, manager, server):
+        try:
+            assert server.serve(r.path) is None
+            ix = manager.get(r.path)
+            assert ix is not None and ix.index is not None
+            path = _socket_path(ix.index.folder)
+            started = threading.Event()
 
-        def trickle() -> None:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.connect(path)
-                started.set()
-                for _ in range(200):  # (up to 20 s: longer than any asker waits)
-                    if done.wait(0.1):
-                        return
-                    try:
-                        s.send(b"2")
-                    except OSError:
-                        return  # (cut off)
+            def trickle() -> None:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.connect(path)
+                    started.set()
+                    for _ in range(200):  # (up to 20 s: longer than any asker waits)
+                        if done.wait(0.1):
+                            return
+                        try:
+                            s.send(b"2")
+                        except OSError:
+                            return  # (cut off)
 
-        t = threading.Thread(target=trickle, daemon=True)
-        t.start()
-        assert started.wait(10)
-        query = {"pattern": "frobnicate", "regex": False, "case_sensitive": True}
-        found, why = ask_fresh(cache, r, query, max_file_size=1 << 20)
-        assert found is not None, why
-        assert found.paths == [b"a.py"]
-    finally:
-        done.set()
-        server.close()
-        manager.close()
-        r.close()
+            threading.Thread(target=trickle, daemon=True).start()
+            assert started.wait(10)
+            assert asked(cache, r, "frobnicate") == [b"a.py"]
+        finally:
+            done.set()
