@@ -24,8 +24,11 @@ $(STAMP): pyproject.toml
 run: install
 	exec $(BIN)/rootgrep serve --transport http --port $(PORT) --exit-with-parent $(RUN_ROOT) $(ARGS)
 
+# JOBS test processes (pytest-xdist; JOBS=0 runs them all in this one): the suite waits on
+# servers, subprocesses and the kernel about half of its time, so two share 2 cores well
+JOBS ?= 2
 test: install
-	$(BIN)/python -m pytest -q -x --timeout=300 tests
+	$(BIN)/python -m pytest -q -x --timeout=300 -n $(JOBS) tests
 
 bench: install
 	@mkdir -p .benchmarks

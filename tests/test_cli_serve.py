@@ -5,6 +5,7 @@ free again) and adds the checkout as a root only when ARGS gives none. Real proc
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -12,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -116,6 +118,64 @@ def test_the_banner_gives_the_pid_and_the_roots(tmp_path: Path) -> None:
         stop(proc)
 
 
+# runs its arguments with SIGINT ignored, as a background job of a script runs (POSIX: an
+# asynchronous list without job control inherits SIGINT and SIGQUIT ignored)
+IGNORING_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "os.execv(sys.argv[1], sys.argv[2:])"
+)
+
+
+@pytest.mark.parametrize(
+    ("transport", "ignored", "extra"),
+    [("http", True, ()), ("http", False, ()), ("stdio", True, ()), ("stdio", False, ()),
+     ("stdio", False, ("--sandbox=best-effort",))],
+    ids=["http-sigint-ignored", "http", "stdio-sigint-ignored", "stdio", "stdio-sandboxed"],
+)  # fmt: skip
+def test_ctrl_c_at_once_stops_the_server(
+    tmp_path: Path, transport: str, ignored: bool, extra: tuple[str, ...]
+) -> None:
+    """SIGINT sent the moment the server shows it runs (http: its banner, before uvicorn
+    installs its own handler; stdio: its answer to ``initialize``) stops it, also when it
+    was started with SIGINT ignored. (It did not: http started so dropped a Ctrl-C sent
+    before uvicorn took the signal over, and `make run` under a test run started in the
+    background hung; stdio never stopped on one: Python's handler waited for the next
+    input. Sandboxed, the signal receiver's module must be loaded before the restriction.)"""
+    port = free_port()
+    args = ["serve", "--transport", transport, "--no-index", "--root", str(tmp_path), *extra]
+    if transport == "http":
+        args += ["--port", str(port)]
+    wrap = [sys.executable, "-c", IGNORING_SIGINT, ROOTGREP] if ignored else []
+    proc = subprocess.Popen(
+        [*wrap, ROOTGREP, *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None and proc.stdin is not None and proc.stdout is not None
+        if transport == "http":
+            banner_of(proc.stderr)
+        else:
+            proc.stdin.write(json.dumps(INITIALIZE) + "\n")
+            proc.stdin.flush()
+            assert '"result"' in proc.stdout.readline()
+        os.kill(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(30)  # (a hang guard)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"SIGINT did not stop it: {_proc_state(proc.pid)}") from None
+        if transport == "http":
+            assert not port_in_use(port)
+    finally:
+        stop(proc)
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "test", "version": "0"}},
+}  # fmt: skip
+
+
 needs_make = pytest.mark.skipif(
     shutil.which("make") is None or not (CHECKOUT / ".venv" / ".installed").exists(),
     reason="make, or the checkout's .venv, is missing",
@@ -139,6 +199,28 @@ def server_of(make: subprocess.Popen[str]) -> tuple[int, str]:
     return int(m.group(1)), m.group(2)
 
 
+def wait_make(make: subprocess.Popen[str], server_pid: int | None, what: str) -> None:
+    """Wait for make to exit (a hang guard); if it does not, fail with what the kernel says
+    of make and the server (state, signals ignored, blocked and caught, where it sleeps)."""
+    try:
+        make.wait(30)
+    except subprocess.TimeoutExpired:
+        seen = [f"{who} {pid}: {_proc_state(pid)}"
+                for who, pid in (("make", make.pid), ("server", server_pid)) if pid]  # fmt: skip
+        raise AssertionError(f"make did not exit after {what}; " + "; ".join(seen)) from None
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            lines = [ln for ln in f.read().splitlines() if ln.startswith(("State", "Sig", "Shd"))]
+        with open(f"/proc/{pid}/wchan") as f:
+            lines.append(f"wchan {f.read()}")
+    except OSError as e:
+        return f"gone ({e.strerror})"
+    return ", ".join(lines)
+
+
 def stop_make(make: subprocess.Popen[str], server_pid: int | None) -> None:
     """Clean up whatever is left (only processes this test started)."""
     if server_pid is not None and alive(server_pid):
@@ -159,7 +241,7 @@ def test_make_run_serves_only_the_given_root(tmp_path: Path) -> None:
         pid, served = server_of(make)
         assert served == f"operator roots: {tmp_path}"  # not the checkout as well
         os.killpg(make.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole group
-        make.wait(30)
+        wait_make(make, pid, "Ctrl-C")
         wait_for(lambda: not alive(pid), "the server exiting on Ctrl-C")
         assert not port_in_use(port)
     finally:
@@ -179,7 +261,7 @@ def test_make_run_serves_the_checkout_and_stops_with_make() -> None:
         assert served == f"operator roots: {CHECKOUT}"
         wait_for(lambda: port_in_use(port), "the server listening")
         os.kill(make.pid, signal.SIGTERM)  # stopping make stops the server it runs
-        make.wait(30)
+        wait_make(make, pid, "SIGTERM")
         wait_for(lambda: not alive(pid), "the server exiting with make")
         assert not port_in_use(port)
     finally:

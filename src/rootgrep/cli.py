@@ -433,6 +433,12 @@ def _exit_with_parent() -> bool:
 
 def _serve(args: argparse.Namespace) -> int:
     import logging
+    import signal
+
+    # Ctrl-C (SIGINT) stops the server from its first instant, as it does once uvicorn or the
+    # stdio loop handles it: a server started with SIGINT ignored (a background job of a
+    # script inherits that) would otherwise drop one sent before then and serve on
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     from .audit import Audit
     from .memory import tune_malloc

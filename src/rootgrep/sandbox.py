@@ -215,6 +215,7 @@ def _is_dir(fd: int) -> bool:
 # Imported by ``load_lazy_modules``: what the server would otherwise import on first use.
 LAZY_MODULES = (
     "anyio._backends._asyncio",  # anyio picks its backend when the loop starts
+    "anyio._core._signals",  # open_signal_receiver: the stdio loop's Ctrl-C (server.py)
     "concurrent.futures.thread",  # concurrent.futures loads its executors lazily (grep.py)
     "encodings.idna",  # socket.getaddrinfo encodes names with it
     "encodings.latin_1",

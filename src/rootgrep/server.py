@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -780,13 +781,14 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 def shallow_items(schema: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
     """The output schema with the items of its page-sized lists (``fields``: a grep's up to
     1,000 matches) described in one step: each item is an object with its required fields,
-    every field named under ``properties`` (as ``true``) and each one's type and meaning in
-    the item's ``description``. The Python SDK's client checks every answer against the
-    schema with ``jsonschema``, which builds a new validator for every sub-schema it enters:
-    a typed field costs about 4 µs an item, so a typed match (ten sub-schemas) cost 40-60 µs
-    and a page of 1,000 matches about 50 ms, more than the search itself. Described this
-    way an item costs one step (a few µs); the server builds every item from its result
-    model, so the types hold without a client re-checking each one."""
+    and every field's name, type and meaning are in the item's ``description``. The Python
+    SDK's client checks every answer against the schema with ``jsonschema``, which builds a
+    new validator for every sub-schema it enters: a typed field costs about 4 µs an item, so
+    a typed match (ten sub-schemas) cost 40-60 µs and a page of 1,000 matches about 50 ms,
+    more than the search itself. Described this way an item costs one step (a few µs); the
+    server builds every item from its result model, so the types hold without a client
+    re-checking each one. No ``properties`` map either: one of ``true`` checks nothing, yet
+    each of its fields cost every item a call (2-4 ms of a page of 1,000 matches)."""
     props = schema.get("properties", {})
     for name in fields:
         items = props.get(name, {}).get("items")
@@ -802,7 +804,6 @@ def shallow_items(schema: dict[str, Any], fields: Sequence[str]) -> dict[str, An
         shallow: dict[str, Any] = {
             "type": "object",
             "description": (f"{head} " if head else "") + f"Fields: {described}.",
-            "properties": {k: True for k in fields_of},
         }
         if items.get("required"):
             shallow["required"] = list(items["required"])
@@ -1000,10 +1001,56 @@ _gc_tuned: list[bool] = []
 
 
 def serve_stdio(mcp: RootgrepServer) -> None:
+    """Serve over stdin and stdout until the input ends, or until SIGINT (Ctrl-C), which
+    raises KeyboardInterrupt here (exit status 130)."""
     tune_gc()
     mcp.idle_trim = idle_trimmer()
     mcp.serving = True
-    mcp.run("stdio")
+    if anyio.run(_stdio_until_interrupted, mcp):
+        raise KeyboardInterrupt
+
+
+async def _stdio_until_interrupted(mcp: RootgrepServer) -> bool:
+    """The stdio session; True when SIGINT ended it. Python's own handler cannot: it runs in
+    the main thread only when that thread runs bytecode, and the event loop sleeps in epoll
+    while a worker thread blocks reading stdin (where the kernel may deliver the signal), so
+    a Ctrl-C waited for the next input. A signal receiver wakes the loop (its wakeup fd),
+    and the session is cancelled. Its stdin reader cannot be: a thread blocked in ``read``,
+    which the cancellation waits for; so the process exits (status 130) once
+    ``INTERRUPT_GRACE`` seconds have passed without the session ending. Nothing is lost by
+    that: a write tool's writes are atomic, and an index reopens and re-syncs after any
+    exit."""
+    import signal
+
+    interrupted = False
+    async with anyio.create_task_group() as tg:
+
+        async def on_interrupt() -> None:
+            nonlocal interrupted
+            with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                async for _ in signals:
+                    interrupted = True
+                    log.info("interrupted (SIGINT): stopping")
+                    timer = threading.Timer(INTERRUPT_GRACE, _exit_interrupted)
+                    timer.daemon = True
+                    timer.start()
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(on_interrupt)
+        await mcp.run_stdio_async()
+        tg.cancel_scope.cancel()
+    return interrupted
+
+
+INTERRUPT_GRACE = 1.0  # seconds a stdio session has to end after SIGINT, then the process exits
+
+
+def _exit_interrupted() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(130)
 
 
 def serve_http(
