@@ -63,6 +63,7 @@ from .sessions import (
     ClientRoots,
     RawRoots,
     accept_raw_roots,
+    check_inside,
     hung_pins_of,
     scope,
 )
@@ -346,12 +347,7 @@ class RootgrepServer(MCPServer):
                 per_call, problems = await accept_raw_roots(
                     raw, self.service, self.service.audit, (), notes, self._pin_share(ctx)
                 )
-                for p in problems:
-                    log.warning("%s", p)
-                    try:
-                        await ctx.warning(p, logger_name="rootgrep.roots")
-                    except Exception:  # a log message is best effort
-                        log.debug("could not send a log notification", exc_info=True)
+                await _warn(ctx, problems)
                 roots = scope(per_call, self.service)
             elif _modern(ctx):
                 roots = scope(None, self.service)
@@ -365,7 +361,13 @@ class RootgrepServer(MCPServer):
                 roots = scope(await client.current() if client else None, self.service)
                 notes = list(client.notes) if client else []
             if any(r.anchor is not None for r in roots):
-                roots = await anyio.to_thread.run_sync(_still_inside, roots)
+                # (each on a roots thread, given up after PIN_SECONDS: see check_inside)
+                share = client.pin_share if client is not None else self._pin_share(ctx)
+                roots, unchecked = await check_inside(roots, share)
+                await _warn(ctx, unchecked)
+                if unchecked and not roots and spec.name != "list_roots":
+                    raise NoRoots("no effective roots: " + "; ".join(unchecked))
+                notes = [*notes, *unchecked]  # (said by the answer: which roots it left out)
             if not roots and spec.name != "list_roots":
                 announced = (
                     per_call
@@ -560,14 +562,6 @@ def _with_indexes(
             indexes.leave(ix)
 
 
-def _still_inside(roots: list[Root]) -> list[Root]:
-    kept = [r for r in roots if r.still_inside()]
-    for r in roots:
-        if r not in kept:
-            log.warning("root %r left its operator root; it is not served", r.uri)
-    return kept
-
-
 LISTENER_KEY = "rootgrep.build_listener"
 
 
@@ -667,6 +661,16 @@ def _build_listener(session: Any) -> Callable[[str], None]:
         loop.call_soon_threadsafe(post, message)
 
     return listen
+
+
+async def _warn(ctx: Context, problems: list[str]) -> None:
+    """Log each problem with the roots, and send it to the client (best effort)."""
+    for p in problems:
+        log.warning("%s", p)
+        try:
+            await ctx.warning(p, logger_name="rootgrep.roots")
+        except Exception:  # a log message is best effort
+            log.debug("could not send a log notification", exc_info=True)
 
 
 def _noted(text: str, notes: list[str]) -> str:

@@ -17,7 +17,8 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import anyio
 import anyio.from_thread
@@ -51,7 +52,12 @@ REFRESH_WAIT_SECONDS = 10.0
 # them gets every new pin refused at once (its own: other owners' pins go on), and beyond
 # MAX_HUNG_PINS of them in all (a last resort, bounding the threads hung mounts hold) every new
 # pin is refused but a re-pin of a root its session already serves (bounded by the roots
-# served).
+# served). The same goes for the check every call makes of a client root nested in an operator
+# root (``check_inside``: it opens that root's path again beneath the operator root's fd, and
+# blocks there just the same): it runs on a roots thread of its owner's share, is given up
+# after PIN_SECONDS (the root left out of the call, with a message saying why), and counts
+# among the hung pins while its thread still blocks (a check of a root served, as a re-pin:
+# MAX_HUNG_PINS does not refuse it).
 ROOTS_THREADS = 8
 SESSION_ROOTS_THREADS = 1
 
@@ -93,26 +99,30 @@ class PinTimeout(InvalidUri):
 
 
 def _refuse_if_hung(pin: _Pin, uri: str) -> None:
-    """Refuse at once a root at or beneath a path whose given-up pin still blocks, any new
-    root of an owner with OWNER_HUNG_PINS of them, and (but for a re-pin of a root already
-    served) any root while MAX_HUNG_PINS of them block. Call with ``_hung_lock`` held."""
+    """Refuse at once a root at or beneath a path whose given-up pin (or check) still blocks,
+    any new root (or check) of an owner with OWNER_HUNG_PINS of them, and (but for a re-pin or
+    a check of a root already served) any root while MAX_HUNG_PINS of them block. Call with
+    ``_hung_lock`` held."""
     shown = uri[:200]
-    if any(is_within(pin.raw, h.raw) for h in _hung):
+    earlier = next((h for h in _hung if is_within(pin.raw, h.raw)), None)
+    if earlier is not None:
+        again = "retry" if pin.check else "announce it again"
         raise PinTimeout(
-            f"root {shown!r} is not usable: an earlier opening of it did not finish within "
-            f"{PIN_SECONDS:g} s and has not finished yet (a hung network or FUSE mount?); "
-            "announce it again once the mount answers"
+            f"root {shown!r} is not usable: an earlier {earlier.what} of it did not finish "
+            f"within {PIN_SECONDS:g} s and has not finished yet (a hung network or FUSE "
+            f"mount?); {again} once the mount answers"
         )
+    done = "checked" if pin.check else "opened"
     own = sum(1 for h in _hung if h.owner is pin.owner)
     if own >= OWNER_HUNG_PINS:
         raise PinTimeout(
-            f"root {shown!r} is not opened: {own} openings of this client's roots did not "
+            f"root {shown!r} is not {done}: {own} openings of this client's roots did not "
             f"finish within {PIN_SECONDS:g} s and still hang (hung network or FUSE mounts?); "
             "retry once they answer"
         )
     if len(_hung) >= MAX_HUNG_PINS and not pin.served:
         raise PinTimeout(
-            f"root {shown!r} is not opened: {len(_hung)} openings of client roots did not "
+            f"root {shown!r} is not {done}: {len(_hung)} openings of client roots did not "
             f"finish within {PIN_SECONDS:g} s and still hang (hung network or FUSE mounts?); "
             "retry once they answer"
         )
@@ -127,21 +137,27 @@ def hung_pins_of(owner: object) -> int:
 Pinned = tuple[Root, Root | None]
 
 
-class _Pin:
-    """One pin on its own thread, and who closes what it opened if its caller gives up."""
+T = TypeVar("T")
 
-    def __init__(self, raw: bytes, owner: object, served: bool) -> None:
+
+class _Pin:
+    """One pin (or check of a root, see ``check_inside``) on its own thread, and who closes
+    what it opened if its caller gives up."""
+
+    def __init__(self, raw: bytes, owner: object, served: bool, check: bool = False) -> None:
         self.raw = raw
         self.owner = owner  # whose hung pins it counts among (see OWNER_HUNG_PINS)
         self.served = served  # a re-pin of a root its session serves (see MAX_HUNG_PINS)
+        self.check = check  # a check of a root served, not a pin
+        self.what = "check" if check else "opening"  # (for messages)
         self.started = False
         self.finished = False
         self.abandoned = False
         self.hung = False  # registered in ``_hung`` (given up while blocked)
-        self.result: Pinned | None = None
+        self.result: Any = None
         self.error: BaseException | None = None
 
-    def give_up(self) -> Pinned | None:
+    def give_up(self) -> Any:
         """The caller will not take the result (call with ``_hung_lock`` held): a thread still
         blocked is counted in ``_hung`` until it ends. Returns what the caller must close
         (after releasing the lock)."""
@@ -194,22 +210,38 @@ async def _pin(
     raw = parse_file_uri(uri)
     served = raw in by_path or any(r.announced == uri for r in by_path.values())
     pin = _Pin(raw, share, served)
+    return await _on_pin_thread(
+        partial(_pin_client_root, uri, name, service, by_path), pin, uri, share, _close_new
+    )
+
+
+async def _on_pin_thread(
+    work: Callable[[], T],
+    pin: _Pin,
+    uri: str,
+    share: anyio.CapacityLimiter | None,
+    discard: Callable[[T | None], None],
+) -> T:
+    """Blocking ``work`` on the root ``pin`` describes, on a daemon thread of the roots
+    threads (``share``: the owner's share of them), given up after PIN_SECONDS (or when the
+    caller goes away): raises ``PinTimeout`` then, and ``discard`` gets what it returns late.
+    Refused at once (``PinTimeout``) while given-up ones block (see ``_refuse_if_hung``)."""
     with _hung_lock:
         _refuse_if_hung(pin, uri)
     done = anyio.Event()
     token = anyio.lowlevel.current_token()
 
-    def work() -> None:
+    def run() -> None:
         try:
             with _hung_lock:
                 if pin.abandoned:
                     return
                 _refuse_if_hung(pin, uri)  # (another pin of it may have been given up meanwhile)
                 pin.started = True
-            result: Pinned | None = None
-            late: Pinned | None = None
+            result: T | None = None
+            late: T | None = None
             try:
-                result = _pin_client_root(uri, name, service, by_path)
+                result = work()
             except BaseException as e:
                 pin.error = e
             finally:
@@ -221,36 +253,82 @@ async def _pin(
                         late = result
                     else:
                         pin.result = result
-                _close_new(late)  # (given up: nobody takes it)
+                discard(late)  # (given up: nobody takes it)
         except BaseException as e:  # refused (PinTimeout)
             pin.error = e
         finally:
             _wake(done, token)
 
     async with share if share is not None else _NO_LIMIT, _limiter(_roots_threads, ROOTS_THREADS):
-        threading.Thread(target=work, name="rootgrep-pin", daemon=True).start()
+        threading.Thread(target=run, name="rootgrep-pin", daemon=True).start()
         try:
             with anyio.move_on_after(PIN_SECONDS):
                 await done.wait()
         except BaseException:  # cancelled: the session is closing, or its caller went away
             with _hung_lock:
                 late = pin.give_up()
-            _close_new(late)
+            discard(late)
             raise
         with _hung_lock:
             finished, result, pin.result = pin.finished, pin.result, None
             late = None if finished else pin.give_up()
-        _close_new(late)
+        discard(late)
         if pin.error is not None:  # (the pin failed, or was refused on its thread)
             raise pin.error
         if finished and result is not None:  # (done, maybe just as the time ran out)
             return result
-    log.warning("opening client root %r did not finish within %g s; given up", uri[:200],
+    doing, again = ("checking", "retry") if pin.check else ("opening", "announce it again")
+    log.warning("%s client root %r did not finish within %g s; given up", doing, uri[:200],
                 PIN_SECONDS)  # fmt: skip
     raise PinTimeout(
-        f"root {uri[:200]!r} is not usable: opening it did not finish within {PIN_SECONDS:g} s "
-        "(a hung network or FUSE mount?); announce it again once the mount answers"
+        f"root {uri[:200]!r} is not usable: {doing} it did not finish within {PIN_SECONDS:g} s "
+        f"(a hung network or FUSE mount?); {again} once the mount answers"
     )
+
+
+def _still_inside(r: Root) -> bool:
+    """Blocking: ``Root.still_inside`` under a hold of the root's pin (its fd stays open
+    while a check that was given up still runs); a root retired meanwhile is kept, for the
+    call's lease to refuse (``root_removed``)."""
+    if not r.acquire():
+        return True
+    try:
+        return r.still_inside()
+    finally:
+        r.release()
+
+
+def _nothing(_: object) -> None:
+    """Nothing to close (a check returns a bool)."""
+
+
+async def check_inside(
+    roots: Sequence[Root], share: anyio.CapacityLimiter | None
+) -> tuple[list[Root], list[str]]:
+    """The roots a call may use: each client root nested in an operator root (its
+    ``anchor``) checked to be still inside it (``Root.still_inside``), one by one on the
+    roots threads like a pin (``share``: the owner's share of them, and who its hung checks
+    count for), each given up after PIN_SECONDS. Returns the roots kept and a message per
+    root left out because its check did not finish (or was refused: an earlier one still
+    blocks); a root that left its operator root is left out with a warning in the log."""
+    kept: list[Root] = []
+    problems: list[str] = []
+    for r in roots:
+        if r.anchor is None:
+            kept.append(r)
+            continue
+        shown = r.announced or r.uri  # (see ``Root.announced``)
+        pin = _Pin(r.path, share, True, check=True)
+        try:
+            inside = await _on_pin_thread(partial(_still_inside, r), pin, shown, share, _nothing)
+        except PinTimeout as e:
+            problems.append(e.message)
+            continue
+        if inside:
+            kept.append(r)
+        else:
+            log.warning("root %r left its operator root; it is not served", r.uri)
+    return kept, problems
 
 
 _NO_LIMIT = contextlib.nullcontext()
@@ -523,6 +601,12 @@ class ClientRoots:
         if not self.list_changed and stale:
             await self.refresh()
         return [] if self.failed else list(self.roots)
+
+    @property
+    def pin_share(self) -> anyio.CapacityLimiter:
+        """The session's share of the roots threads (its pins, and its calls' checks of
+        nested roots: see ``check_inside``)."""
+        return self._pin_share
 
     def track(self, token: Token) -> None:
         self._inflight.add(token)

@@ -9,6 +9,12 @@ of opens are really stuck in the kernel, without any sleep. ``answer(name)`` mak
 answer late for one name: the held lookup of it (and every later one) finds an empty
 directory, which can be opened, stat'ed and closed; the daemon counts the directories opened
 and released, so a test sees whether whoever opened one closed it.
+
+``answer(name, valid=0)`` answers it with entry and attributes valid for no time: the kernel
+then asks again (a LOOKUP) on every path walk through the name, as it would of a network file
+system that revalidates, and ``hang(name)`` makes those later lookups of it held again (its
+held lookup answered, with the same node, by the next ``answer(name)``): a mount that stops
+answering after a root on it was accepted.
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ class HungMount:
         self.released = 0  # ... and closed again
         self._held: dict[bytes, list[int]] = {}  # name -> unique ids of its held lookups
         self._nodes: dict[bytes, int] = {}  # names answered -> their node id
+        self._valid: dict[int, int] = {}  # node id -> seconds its entry and attributes hold
+        self._hanging: set[bytes] = set()  # names answered once whose lookups are held again
         self._changed = threading.Condition()
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="hung-fuse", daemon=True)
@@ -83,16 +91,26 @@ class HungMount:
         return _ATTR.pack(node, 0, 0, 0, 0, 0, 0, 0, 0, mode, 2, 0, 0, 0, 4096, 0)
 
     def _entry(self, node: int) -> bytes:
-        return _ENTRY_OUT.pack(node, 0, VALID, VALID, 0, 0) + self._attr(node)
+        valid = self._valid.get(node, VALID)
+        return _ENTRY_OUT.pack(node, 0, valid, valid, 0, 0) + self._attr(node)
 
-    def answer(self, name: bytes) -> None:
-        """From now on ``name`` (in the mount's top directory) is an empty directory; its
-        held lookup is answered."""
+    def answer(self, name: bytes, valid: int = VALID) -> None:
+        """From now on ``name`` (in the mount's top directory) is an empty directory, its
+        entry and attributes valid for ``valid`` seconds (0: looked up again on every path
+        walk through it); its held lookups are answered."""
         with self._changed:
             node = self._nodes.setdefault(name, len(self._nodes) + 2)
+            self._valid[node] = valid
+            self._hanging.discard(name)
             held = self._held.pop(name, [])
         for unique in held:
             self._reply(unique, 0, self._entry(node))
+
+    def hang(self, name: bytes) -> None:
+        """From now on lookups of ``name`` (answered before) are held again, until the next
+        ``answer(name)`` (with ``valid=0`` the kernel asks on every path walk through it)."""
+        with self._changed:
+            self._hanging.add(name)
 
     def _serve(self) -> None:
         while not self._stop:
@@ -113,6 +131,8 @@ class HungMount:
                 name = data[_IN_HEADER.size : length].rstrip(b"\0")
                 with self._changed:
                     node = self._nodes.get(name) if nodeid == ROOT_NODE else None
+                    if name in self._hanging and nodeid == ROOT_NODE:
+                        node = None  # (held again: see ``hang``)
                     if node is None and nodeid == ROOT_NODE:
                         self.lookups.append(name)
                         self._held.setdefault(name, []).append(unique)
@@ -122,7 +142,8 @@ class HungMount:
                 elif nodeid != ROOT_NODE:  # (inside an answered directory: it is empty)
                     self._reply(unique, -ENOENT)
             elif opcode == FUSE_GETATTR:
-                self._reply(unique, 0, _ATTR_OUT.pack(VALID, 0, 0) + self._attr(nodeid))
+                valid = self._valid.get(nodeid, VALID)
+                self._reply(unique, 0, _ATTR_OUT.pack(valid, 0, 0) + self._attr(nodeid))
             elif opcode in (FUSE_OPENDIR, FUSE_RELEASEDIR):
                 with self._changed:
                     if opcode == FUSE_OPENDIR:

@@ -1,0 +1,126 @@
+"""A client root nested in an operator root, on a mount that hangs after the root was accepted.
+
+Every tool call using such a root first checks that the directory pinned at acceptance is
+still the one found beneath the operator root's fd at the same place (``Root.still_inside``):
+it opens that path again, which on a hung NFS or FUSE mount blocks in the kernel. The check
+ran on anyio's default thread limiter with no time-out: each call using the root hung for
+good, and once DEFAULT_THREADS of them blocked every thread hop of the server stalled (every
+session stopped answering). It now runs on the roots threads like a pin: given up after
+PIN_SECONDS (the root left out of the call, with a message saying why), counted among the
+hung pins, and a later check of the same root refused at once while that one still blocks.
+
+Against a real ``rootgrep serve --transport http``, through the real SDK client, with a real
+mount (a FUSE file system that answers the root's name once, to be looked up again on every
+path walk, and then stops answering for it: see ``hung_mount``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import httpx2
+import pytest
+from hung_mount import fuse_available, hung_mount, stuck_threads
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import RootsStub, code, text, uri
+from test_transports import http_server
+
+from rootgrep.server import DEFAULT_THREADS
+from rootgrep.sessions import PIN_SECONDS
+
+pytestmark = pytest.mark.anyio
+
+GUARD = 60  # seconds: a hang guard only
+CALLS = 45  # calls on the hung root at once: far more than DEFAULT_THREADS (6), over 40
+
+
+@asynccontextmanager
+async def _client(url: str, roots: list[str]) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=GUARD)) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode="legacy",
+            list_roots_callback=RootsStub(roots),
+        ) as c,
+    ):
+        yield c
+
+
+async def _until(check: Any) -> None:
+    """Wait until ``check()`` holds (the caller's hang guard bounds it)."""
+    while not await anyio.to_thread.run_sync(check):
+        await anyio.sleep(0.05)
+
+
+async def test_a_nested_root_whose_mount_hangs_after_acceptance_does_not_hang_calls(
+    tmp_path: Path,
+) -> None:
+    why = fuse_available()
+    if why is not None:
+        pytest.skip(why)
+    assert CALLS > 40 and CALLS > DEFAULT_THREADS
+    op = tmp_path / "op"
+    good = op / "good"
+    good.mkdir(parents=True)
+    (good / "in.txt").write_text("needle good\n")
+    proj = op / "mnt" / "proj"
+    results: dict[int, Any] = {}
+    async with AsyncExitStack() as stack:
+        mount = stack.enter_context(hung_mount(op / "mnt"))
+        url, errpath, proc = await stack.enter_async_context(
+            http_server(tmp_path, [op], "--no-index")
+        )
+        stack.callback(mount.abort)  # (first: a server blocked on the mount cannot stop)
+        mount.answer(b"proj", valid=0)  # (looked up again on every path walk through it)
+        with anyio.fail_after(GUARD):  # a hang guard
+            async with _client(url, [uri(proj)]) as c:
+                # accepted, and checked at its first call, while the mount answers
+                r = await c.call_tool("list_roots", {})
+                assert not r.is_error and "proj" in text(r), text(r)
+                # the mount stops answering for it: each call's check of it blocks there
+                mount.hang(b"proj")
+                held = len(mount.lookups)
+
+                async def call(i: int) -> None:
+                    results[i] = await c.call_tool("grep", {"pattern": "needle"})
+
+                async with anyio.create_task_group() as tg:
+                    for i in range(CALLS):
+                        tg.start_soon(call, i)
+                    await _until(lambda: mount.wait_lookups(held + 1, 0))  # a check blocks
+                    # another session, on another root nested in the same operator root,
+                    # is answered meanwhile
+                    async with _client(url, [uri(good)]) as other:
+                        r = await other.call_tool("grep", {"pattern": "needle"})
+                    assert not r.is_error, text(r)
+                    assert [m["path"] for m in r.structured_content["matches"]] == ["in.txt"]
+                # every call on the hung root was answered: the root is not usable, and why
+                assert sorted(results) == list(range(CALLS))
+                for res in results.values():
+                    assert code(res) == "no_roots", text(res)
+                    assert "(a hung network or FUSE mount?)" in text(res), text(res)
+                said = [text(res) for res in results.values()]
+                assert any(f"checking it did not finish within {PIN_SECONDS:g} s" in t
+                           for t in said), said  # fmt: skip
+                assert any("an earlier check of it did not finish" in t for t in said), said
+                # one check blocks on the mount (the later ones were refused at once)
+                assert stuck_threads(proc.pid) == 1
+                assert "checking it did not finish" in errpath.read_text()
+                # the server still answers that session (its list_roots leaves the root out)
+                r = await c.call_tool("list_roots", {})
+                assert not r.is_error and "an earlier check of it" in text(r), text(r)
+                # once the mount answers again, the blocked check ends and the root is served
+                mount.answer(b"proj", valid=0)
+                await _until(lambda: stuck_threads(proc.pid) == 0)
+                while "note:" in text(r):  # (until its thread has left the hung ones)
+                    r = await c.call_tool("list_roots", {})
+                assert not r.is_error and "proj" in text(r), text(r)
+                r = await c.call_tool("grep", {"pattern": "needle"})
+                assert code(r) != "no_roots", text(r)
