@@ -104,7 +104,9 @@ def _refuse_if_hung(pin: _Pin, uri: str) -> None:
     a check of a root already served) any root while MAX_HUNG_PINS of them block. Call with
     ``_hung_lock`` held."""
     shown = uri[:200]
-    earlier = next((h for h in _hung if is_within(pin.raw, h.raw)), None)
+    earlier = next(
+        (h for h in _hung if any(is_within(a, b) for a in pin.raws for b in h.raws)), None
+    )
     if earlier is not None:
         again = "retry" if pin.check else "announce it again"
         raise PinTimeout(
@@ -144,8 +146,10 @@ class _Pin:
     """One pin (or check of a root, see ``check_inside``) on its own thread, and who closes
     what it opened if its caller gives up."""
 
-    def __init__(self, raw: bytes, owner: object, served: bool, check: bool = False) -> None:
-        self.raw = raw
+    def __init__(
+        self, raws: tuple[bytes, ...], owner: object, served: bool, check: bool = False
+    ) -> None:
+        self.raws = raws  # the roots' paths (several: one call's checks, see check_inside)
         self.owner = owner  # whose hung pins it counts among (see OWNER_HUNG_PINS)
         self.served = served  # a re-pin of a root its session serves (see MAX_HUNG_PINS)
         self.check = check  # a check of a root served, not a pin
@@ -209,7 +213,7 @@ async def _pin(
     ROOTS_THREADS; ``share``: the owner's share of them, and who its hung pins count for)."""
     raw = parse_file_uri(uri)
     served = raw in by_path or any(r.announced == uri for r in by_path.values())
-    pin = _Pin(raw, share, served)
+    pin = _Pin((raw,), share, served)
     return await _on_pin_thread(
         partial(_pin_client_root, uri, name, service, by_path), pin, uri, share, _close_new
     )
@@ -286,49 +290,71 @@ async def _on_pin_thread(
     )
 
 
-def _still_inside(r: Root) -> bool:
-    """Blocking: ``Root.still_inside`` under a hold of the root's pin (its fd stays open
-    while a check that was given up still runs); a root retired meanwhile is kept, for the
-    call's lease to refuse (``root_removed``)."""
-    if not r.acquire():
-        return True
-    try:
-        return r.still_inside()
-    finally:
-        r.release()
+def _still_inside(roots: Sequence[Root]) -> list[bool]:
+    """Blocking: ``Root.still_inside`` of each root, under a hold of its pin (its fd stays
+    open while a check that was given up still runs); a root retired meanwhile counts as
+    inside, for the call's lease to refuse (``root_removed``)."""
+    inside = []
+    for r in roots:
+        if not r.acquire():
+            inside.append(True)
+            continue
+        try:
+            inside.append(r.still_inside())
+        finally:
+            r.release()
+    return inside
 
 
 def _nothing(_: object) -> None:
-    """Nothing to close (a check returns a bool)."""
+    """Nothing to close (a check returns booleans)."""
 
 
 async def check_inside(
     roots: Sequence[Root], share: anyio.CapacityLimiter | None
 ) -> tuple[list[Root], list[str]]:
-    """The roots a call may use: each client root nested in an operator root (its
-    ``anchor``) checked to be still inside it (``Root.still_inside``), one by one on the
-    roots threads like a pin (``share``: the owner's share of them, and who its hung checks
-    count for), each given up after PIN_SECONDS. Returns the roots kept and a message per
-    root left out because its check did not finish (or was refused: an earlier one still
-    blocks); a root that left its operator root is left out with a warning in the log."""
-    kept: list[Root] = []
+    """The roots a call may use: the client roots nested in an operator root (their
+    ``anchor``) checked to be still inside it (``Root.still_inside``), all of them in one
+    work item on the roots threads like a pin (one thread and one wake a call, however many
+    roots; ``share``: the owner's share of them, and who its hung checks count for), given
+    up after PIN_SECONDS. Returns the roots kept and the messages of those left out because
+    their check did not finish (all the call's nested roots then), or was refused (an
+    earlier check or opening at or above one of them still blocks: that root alone); a root
+    that left its operator root is left out with a warning in the log."""
+    nested = [r for r in roots if r.anchor is not None]
+    if not nested:
+        return list(roots), []
     problems: list[str] = []
-    for r in roots:
-        if r.anchor is None:
-            kept.append(r)
-            continue
-        shown = r.announced or r.uri  # (see ``Root.announced``)
-        pin = _Pin(r.path, share, True, check=True)
+    asked: list[Root] = []
+    with _hung_lock:
+        for r in nested:
+            try:
+                _refuse_if_hung(_Pin((r.path,), share, True, check=True), _shown(r))
+            except PinTimeout as e:
+                problems.append(e.message)
+            else:
+                asked.append(r)
+    inside: dict[int, bool] = {}
+    if asked:
+        pin = _Pin(tuple(r.path for r in asked), share, True, check=True)
+        shown = ", ".join(_shown(r) for r in asked)
         try:
-            inside = await _on_pin_thread(partial(_still_inside, r), pin, shown, share, _nothing)
+            found = await _on_pin_thread(partial(_still_inside, asked), pin, shown, share, _nothing)
         except PinTimeout as e:
             problems.append(e.message)
-            continue
-        if inside:
-            kept.append(r)
         else:
+            inside = {id(r): ok for r, ok in zip(asked, found, strict=True)}
+    kept: list[Root] = []
+    for r in roots:
+        if r.anchor is None or inside.get(id(r)):
+            kept.append(r)
+        elif id(r) in inside:
             log.warning("root %r left its operator root; it is not served", r.uri)
     return kept, problems
+
+
+def _shown(r: Root) -> str:
+    return r.announced or r.uri  # (see ``Root.announced``)
 
 
 _NO_LIMIT = contextlib.nullcontext()

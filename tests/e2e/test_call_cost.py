@@ -424,3 +424,47 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+async def test_a_call_checks_all_its_nested_roots_on_one_roots_thread(
+    make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-call check that client roots nested in an operator root are still inside it
+    (``sessions.check_inside``) runs as one work item on one roots thread, however many
+    roots the call has (it started one thread and one wake per root, one after another on
+    the session's one-thread share: 13× the call's cost with 64 nested roots); a root moved
+    out since it was accepted is still left out, the others still answered."""
+    import threading
+
+    from mcp_helpers import RootsStub, uri
+
+    from rootgrep import sessions
+
+    op = tmp_path / "op"
+    for i in range(12):
+        (op / f"p{i:02}").mkdir(parents=True)
+        (op / f"p{i:02}" / "f.txt").write_text(f"needle {i}\n")
+    (tmp_path / "away").mkdir()
+    server = make_server([op])
+    stub = RootsStub([uri(op / f"p{i:02}") for i in range(12)])
+    started: list[str] = []
+    thread = threading.Thread
+
+    class Counting(thread):  # type: ignore[misc,valid-type]
+        def start(self) -> None:
+            started.append(self.name)
+            super().start()
+
+    async with connect(server, "legacy", stub) as c:
+        first = await c.call_tool("grep", {"pattern": "needle"})  # (the roots pinned)
+        assert not first.is_error and len(first.structured_content["matches"]) == 12
+        monkeypatch.setattr(sessions.threading, "Thread", Counting)
+        for _ in range(3):
+            r = await c.call_tool("grep", {"pattern": "needle"})
+            assert not r.is_error and len(r.structured_content["matches"]) == 12, text(r)
+        assert started.count("rootgrep-pin") == 3, started
+        (op / "p03").rename(tmp_path / "away" / "p03")  # (moved out of the operator root)
+        r = await c.call_tool("grep", {"pattern": "needle"})
+        assert not r.is_error, text(r)
+        paths = {m["root"]["name"] for m in r.structured_content["matches"]}
+        assert len(paths) == 11 and "p03" not in paths, paths
