@@ -267,8 +267,9 @@ def effective_roots(client: Sequence[Root] | None, operator: Sequence[Root]) -> 
             elif is_within(c.path, o.path) and not c.lookup_only:
                 prefix = strip_prefix(c.path, o.path) or []
                 out.append(
-                    Root(c.id, c.name, c.uri, c.path, c.source, c.fs, c.extra_aliases, (o, prefix))
-                )
+                    Root(c.id, c.name, c.uri, c.path, c.source, c.fs, c.extra_aliases, (o, prefix),
+                         announced=c.announced)  # (an error names it as the client did)
+                )  # fmt: skip
     return _dedupe(out)
 
 
