@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
+import anyio.to_thread
+import httpx2
 from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, ListRootsResult, Root
 
 MODES = ["legacy", "auto"]
@@ -44,6 +48,31 @@ async def connect(
         kw["list_roots_callback"] = roots
     async with Client(server, mode=mode, **kw) as client:
         yield client
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, roots: Sequence[str], mode: str = "legacy", read: float = 60.0
+) -> AsyncIterator[Client]:
+    """A real client over streamable HTTP at ``url`` announcing ``roots`` (a ``RootsStub``),
+    whose reads wait at most ``read`` seconds (a hang guard: a call on a hung root must come
+    back, not wait for good)."""
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=read)) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode=mode,
+            list_roots_callback=RootsStub(roots),
+        ) as c,
+    ):
+        yield c
+
+
+async def until(check: Any) -> None:
+    """Wait until the blocking ``check()`` holds, asked on a worker thread (the caller's hang
+    guard bounds it)."""
+    while not await anyio.to_thread.run_sync(check):
+        await anyio.sleep(0.05)
 
 
 def text(result: CallToolResult) -> str:

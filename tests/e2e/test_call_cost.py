@@ -445,7 +445,7 @@ async def test_a_call_checks_all_its_nested_roots_on_one_roots_thread(
         (op / f"p{i:02}").mkdir(parents=True)
         (op / f"p{i:02}" / "f.txt").write_text(f"needle {i}\n")
     (tmp_path / "away").mkdir()
-    server = make_server([op])
+    server = make_server([op], roots_ttl=3600.0)  # (no refresh re-pins the roots meanwhile)
     stub = RootsStub([uri(op / f"p{i:02}") for i in range(12)])
     started: list[str] = []
     thread = threading.Thread

@@ -16,19 +16,14 @@ path walk, and then stops answering for it: see ``hung_mount``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
-import httpx2
 import pytest
 from hung_mount import fuse_available, hung_mount, stuck_threads
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import RootsStub, code, text, uri
+from mcp_helpers import code, http_client, text, until, uri
 from test_transports import http_server
 
 from rootgrep.server import DEFAULT_THREADS
@@ -38,25 +33,6 @@ pytestmark = pytest.mark.anyio
 
 GUARD = 60  # seconds: a hang guard only
 CALLS = 45  # calls on the hung root at once: far more than DEFAULT_THREADS (6), over 40
-
-
-@asynccontextmanager
-async def _client(url: str, roots: list[str]) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=GUARD)) as http,
-        Client(
-            streamable_http_client(url, http_client=http),
-            mode="legacy",
-            list_roots_callback=RootsStub(roots),
-        ) as c,
-    ):
-        yield c
-
-
-async def _until(check: Any) -> None:
-    """Wait until ``check()`` holds (the caller's hang guard bounds it)."""
-    while not await anyio.to_thread.run_sync(check):
-        await anyio.sleep(0.05)
 
 
 @pytest.mark.parametrize("announced", ["as-is", "through-a-link"])
@@ -90,7 +66,7 @@ async def test_a_nested_root_whose_mount_hangs_after_acceptance_does_not_hang_ca
         stack.callback(mount.abort)  # (first: a server blocked on the mount cannot stop)
         mount.answer(b"proj", valid=0)  # (looked up again on every path walk through it)
         with anyio.fail_after(GUARD):  # a hang guard
-            async with _client(url, [uri(spelled)]) as c:
+            async with http_client(url, [uri(spelled)]) as c:
                 # accepted, and checked at its first call, while the mount answers
                 r = await c.call_tool("list_roots", {})
                 assert not r.is_error and "proj" in text(r), text(r)
@@ -104,10 +80,10 @@ async def test_a_nested_root_whose_mount_hangs_after_acceptance_does_not_hang_ca
                 async with anyio.create_task_group() as tg:
                     for i in range(CALLS):
                         tg.start_soon(call, i)
-                    await _until(lambda: mount.wait_lookups(held + 1, 0))  # a check blocks
+                    await until(lambda: mount.wait_lookups(held + 1, 0))  # a check blocks
                     # another session, on another root nested in the same operator root,
                     # is answered meanwhile
-                    async with _client(url, [uri(good)]) as other:
+                    async with http_client(url, [uri(good)]) as other:
                         r = await other.call_tool("grep", {"pattern": "needle"})
                     assert not r.is_error, text(r)
                     assert [m["path"] for m in r.structured_content["matches"]] == ["in.txt"]
@@ -134,7 +110,7 @@ async def test_a_nested_root_whose_mount_hangs_after_acceptance_does_not_hang_ca
                 assert not r.is_error and "an earlier check of it" in text(r), text(r)
                 # once the mount answers again, the blocked check ends and the root is served
                 mount.answer(b"proj", valid=0)
-                await _until(lambda: stuck_threads(proc.pid) == 0)
+                await until(lambda: stuck_threads(proc.pid) == 0)
                 while "note:" in text(r):  # (until its thread has left the hung ones)
                     r = await c.call_tool("list_roots", {})
                 assert not r.is_error and "proj" in text(r), text(r)

@@ -30,13 +30,10 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import httpx2
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from hung_mount import HungMount, fuse_available, hung_mount, stuck_threads
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import RootsStub, text, uri
+from mcp_helpers import http_client, text, until, uri
 from test_transports import http_server, init_body, server_args, server_env
 
 from rootgrep import sessions
@@ -78,12 +75,6 @@ def fds_on(p: Path) -> int:
     return n
 
 
-async def _until(check: Any) -> None:
-    """Wait until ``check()`` holds (the caller's hang guard bounds it)."""
-    while not await anyio.to_thread.run_sync(check):
-        await anyio.sleep(0.05)
-
-
 def _service(audit: Path | None = None) -> Service:
     return Service([], Settings(), Audit(str(audit) if audit else None))
 
@@ -122,7 +113,7 @@ async def test_cancelled_pins_of_a_hung_path_leave_one_thread_blocked(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(ask)
-            await _until(lambda: outcome or stuck_threads(me) > blocked)
+            await until(lambda: outcome or stuck_threads(me) > blocked)
             tg.cancel_scope.cancel()
         return outcome[0] if outcome else None
 
@@ -138,7 +129,7 @@ async def test_cancelled_pins_of_a_hung_path_leave_one_thread_blocked(
         # the mount answers: the pin ends, closes the directory it opened, and is not hung
         mount.answer(b"sub")
         assert await anyio.to_thread.run_sync(mount.wait_closed, GUARD)
-        await _until(lambda: not sessions._hung)
+        await until(lambda: not sessions._hung)
         accepted, problems = await accept_raw_roots([{"uri": hung_uri}], service, service.audit)
         assert problems == [] and len(accepted) == 1
         accepted[0].close()
@@ -281,19 +272,6 @@ async def test_serve_exits_at_end_of_input_while_a_given_up_pin_still_blocks(
 # ---- B4 --------------------------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def _client(url: str, roots: list[str], mode: str) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=GUARD)) as http,
-        Client(
-            streamable_http_client(url, http_client=http),
-            mode=mode,
-            list_roots_callback=RootsStub(roots),
-        ) as c,
-    ):
-        yield c
-
-
 async def test_one_clients_per_call_roots_on_a_hung_mount_leave_others_pinning(
     tmp_path: Path, mount: HungMount
 ) -> None:
@@ -306,7 +284,7 @@ async def test_one_clients_per_call_roots_on_a_hung_mount_leave_others_pinning(
     hung: dict[int, Any] = {}
 
     async def hung_call(i: int) -> None:
-        async with _client(url, [uri(tmp_path / "mnt" / f"a{i}")], "auto") as c:
+        async with http_client(url, [uri(tmp_path / "mnt" / f"a{i}")], "auto", read=GUARD) as c:
             hung[i] = await c.call_tool("grep", {"pattern": "needle"})
 
     async with AsyncExitStack() as stack:
@@ -319,8 +297,8 @@ async def test_one_clients_per_call_roots_on_a_hung_mount_leave_others_pinning(
             async with anyio.create_task_group() as tg:
                 for i in range(ROOTS_THREADS):
                     tg.start_soon(hung_call, i)
-                await _until(lambda: mount.wait_lookups(1, 0))  # its first pin blocks
-                async with _client(url, [uri(good)], "legacy") as c:
+                await until(lambda: mount.wait_lookups(1, 0))  # its first pin blocks
+                async with http_client(url, [uri(good)], "legacy", read=GUARD) as c:
                     r = await c.call_tool("grep", {"pattern": "needle"})
                 assert not r.is_error, text(r)
                 assert [m["path"] for m in r.structured_content["matches"]] == ["in.txt"]
@@ -356,7 +334,7 @@ async def test_one_sessions_hung_pins_leave_other_sessions_roots_served(
         assert a.roots == []
         await b.refresh()
         assert not b.failed and b.roots == [served] and not served.fs.retired
-        await _until(lambda: stuck_threads(os.getpid()) >= OWNER_HUNG_PINS)
+        await until(lambda: stuck_threads(os.getpid()) >= OWNER_HUNG_PINS)
         assert stuck_threads(os.getpid()) == len(sessions._hung) == OWNER_HUNG_PINS
         # the cap over all owners reached (here by that one session's pins): a root already
         # served is re-pinned still, a new root is refused

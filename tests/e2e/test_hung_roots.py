@@ -16,13 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
-import httpx2
 import pytest
 from hung_mount import fuse_available, hung_mount, stuck_threads
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_helpers import RootsStub, code, text, uri
+from mcp_helpers import code, http_client, text, until, uri
 from test_transports import http_server
 
 from rootgrep.server import DEFAULT_THREADS
@@ -37,22 +33,9 @@ GUARD = 60  # seconds: a hang guard only
 async def _session_call(
     url: str, roots: list[str], results: dict[int, Any], key: int, tool: str = "grep"
 ) -> None:
-    async with (
-        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=GUARD)) as http,
-        Client(
-            streamable_http_client(url, http_client=http),
-            mode="legacy",
-            list_roots_callback=RootsStub(roots),
-        ) as c,
-    ):
+    async with http_client(url, roots, read=GUARD) as c:
         args = {"pattern": "needle"} if tool == "grep" else {}
         results[key] = await c.call_tool(tool, args)
-
-
-async def _until(check: Any) -> None:
-    """Wait until ``check()`` holds (the caller's hang guard bounds it)."""
-    while not await anyio.to_thread.run_sync(check):
-        await anyio.sleep(0.05)
 
 
 async def test_roots_on_a_hung_mount_leave_other_sessions_working(tmp_path: Path) -> None:
@@ -78,7 +61,7 @@ async def test_roots_on_a_hung_mount_leave_other_sessions_working(tmp_path: Path
                     tg.start_soon(_session_call, url, roots, hung, i)
                 # DEFAULT_THREADS of the server's threads are stuck in the kernel on the hung
                 # mount, pinning those roots
-                await _until(lambda: stuck_threads(proc.pid) >= DEFAULT_THREADS)
+                await until(lambda: stuck_threads(proc.pid) >= DEFAULT_THREADS)
                 # another session's roots and tool call still complete
                 ok: dict[int, Any] = {}
                 await _session_call(url, [uri(good)], ok, 0)
@@ -86,7 +69,7 @@ async def test_roots_on_a_hung_mount_leave_other_sessions_working(tmp_path: Path
                 assert not r.is_error, text(r)
                 assert [m["path"] for m in r.structured_content["matches"]] == ["in.txt"]
                 # every hung session's pin started (none waited behind the others)
-                await _until(lambda: len(set(mount.lookups)) >= HUNG_SESSIONS)
+                await until(lambda: len(set(mount.lookups)) >= HUNG_SESSIONS)
         # the hung sessions were answered too: their root was dropped after PIN_SECONDS
         assert sorted(hung) == list(range(HUNG_SESSIONS))
         for res in hung.values():
@@ -115,7 +98,7 @@ async def test_roots_on_a_hung_mount_leave_other_sessions_working(tmp_path: Path
         # given-up threads end and a root is tried again (and refused for what it is now)
         mount.abort()
         with anyio.fail_after(GUARD):
-            await _until(lambda: stuck_threads(proc.pid) == 0)
+            await until(lambda: stuck_threads(proc.pid) == 0)
             await _session_call(url, [uri(tmp_path / "mnt" / "sub1")], again, 2)
         assert code(again[2]) == "no_roots", text(again[2])
         assert "Transport endpoint is not connected" in errpath.read_text()
