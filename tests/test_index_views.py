@@ -317,7 +317,10 @@ def test_a_reader_taking_over_binds_the_index_to_its_own_directory(
         writer.close()  # ...and it dies
         wait_until(lambda: ix.role == "writer" and ix.state == "ready")
         (top / "late.txt").write_text(f"{MARK} late\n")
-        wait_until(lambda: ix.index is not None and b"late.txt" in ix.index.entries)
+        # (and its build done: between its two commits it still holds the writer)
+        wait_until(
+            lambda: ix.index is not None and b"late.txt" in ix.index.entries and ix.index.complete
+        )
         assert ix.index is not None and ix.index._bound_identity() == r.fs.identity()
         # a process of the other directory never takes these files for its own
         theirs = RootIndex(cache, r.path, identity=other)

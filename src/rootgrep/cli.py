@@ -701,8 +701,13 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                 def progress(done: int, total: int | None, _msg: str, task: Any = task) -> None:
                     bar.update(task, completed=done, total=total)
 
+                def completing(
+                    done: int, total: int | None, _msg: str, task: Any = task, shown: str = shown
+                ) -> None:  # (after the trigrams' commit: grep can use the index already)
+                    bar.update(task, completed=done, total=total, description=f"{shown} (symbols)")
+
                 try:
-                    st = ix.sync(r.fs, progress=progress)
+                    st = ix.sync(r.fs, progress=progress, completing=completing)
                 except WriterBusy:
                     bar.remove_task(task)
                     _say(console, f"{shown}: kept by a daemon (not synced here)")
@@ -718,6 +723,8 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                     else "unchanged, read 0"
                 )
                 took = f"{st.elapsed_ms / 1000:.2f} s"
+                if st.grep_ready_ms is not None:  # (a build: its trigrams committed first)
+                    took += f" (ready for grep in {st.grep_ready_ms / 1000:.2f} s)"
                 _say(console, f"{shown}: {_files(st.files)} indexed; {change} in {took}")
         if len(roots) > 1:
             _say(

@@ -792,6 +792,26 @@ def _searchable(fd: int, size: int, max_file_size: int) -> bytes | None:
     return None if data.find(b"\0", 0, BINARY_SNIFF_BYTES) >= 0 else data
 
 
+def read_searchable_stat_at(
+    dirfd: int, name: bytes, max_file_size: int
+) -> tuple[bytes | None, os.stat_result] | None:
+    """A file's searchable bytes by one name beneath a confined directory fd, with the
+    ``fstat`` of the very file read: None when it cannot be opened as a regular file (gone,
+    a symlink, not regular); (None, its stat) when it is over ``max_file_size`` or binary."""
+    try:
+        fd, st = open_file_at(dirfd, name)
+    except (OSError, RootgrepError):
+        return None
+    try:
+        if st.st_size > max_file_size:
+            return None, st
+        return _searchable(fd, st.st_size, max_file_size), st
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | None:
     """A searchable file's bytes by one name beneath a confined directory fd, or None when it
     is gone, a symlink, not regular, over ``max_file_size`` or binary (search skips those).

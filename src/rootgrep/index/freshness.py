@@ -293,7 +293,7 @@ class FreshnessServer:
         if ix is None or ix.stop.is_set():
             return {"fresh": False, "why": "the daemon no longer indexes it"}, []
         store = ix.index
-        if ix.state != "ready" or store is None or not store.ready or store.foreign:
+        if not ix.answers_grep() or store is None or not store.ready or store.foreign:
             state = ix.state if ix.state != "ready" else "being folded"
             return {"fresh": False, "why": f"the daemon's index is {state}"}, []
         comps = confine.split_relpath(place) if place else []

@@ -81,6 +81,16 @@ class Indexed:
     watcher: TreeWatcher | None = None  # its watches in the shared inotify instance
     watch_slot: bool = False  # counts against max_watched_roots
     reaped: threading.Event = field(default_factory=threading.Event)  # stopped, all let go
+    # a build's trigrams are committed (its words and symbols not yet): grep answers from the
+    # index while the state still says "building" (``answers_grep``)
+    grep_first: bool = False
+
+    def answers_grep(self) -> bool:
+        """Whether grep may answer from this index (with the dirty set): it is ready, or a
+        build has committed its trigrams, with the watcher working and changes folded."""
+        if self.state == "ready":
+            return True
+        return self.grep_first and self.state == "building" and self.watch_ok and self.folding
 
     def dirty_snapshot(self) -> set[bytes]:
         with self.lock:
@@ -509,16 +519,27 @@ class IndexManager:
                 try:
                     if index.writer_busy():
                         raise WriterBusy("another process writes this index")
+
+                    def grep_ready() -> None:
+                        # (its trigrams committed: grep answers from the index while the
+                        # build commits the files' words and symbols; "building" until then)
+                        ix.grep_first = True
+                        tell(f"indexing {shown}: grep uses the index now; adding words and symbols")
+
                     with self._builds:
                         if ix.stop.is_set():
                             return
                         ix.role = "writer"
                         ix.last_sync = index.sync(
-                            ix.fs, progress=progress, cancelled=ix.stop.is_set
+                            ix.fs,
+                            progress=progress,
+                            cancelled=ix.stop.is_set,
+                            grep_ready=grep_ready,
                         )
                     if ix.stop.is_set():
                         return
                     ix.state = self._fresh(ix)
+                    ix.grep_first = False
                     if ix.last_sync is not None:
                         st = ix.last_sync
                         tell(f"index of {shown} ready: {st.files} files ({st.read} read, "
@@ -559,11 +580,17 @@ class IndexManager:
                 return False
             if ix.rescan.is_set() and (index.synced_at or 0.0) > ix.rescan_at:
                 ix.rescan.clear()  # the writer has re-synced in full since events were lost
-            if index.ready:
+            if index.complete:
                 ix.state = self._fresh(ix)
+                ix.grep_first = False
                 ix.built.set()
+            elif index.ready:  # (the writer's build has committed its trigrams: grep may
+                ix.grep_first = True  # answer; words and symbols to come)
             elif ix.state in ("ready", "stale"):  # the writer emptied it to rebuild: not yet
                 ix.state = "building"
+                ix.grep_first = False
+            else:
+                ix.grep_first = False
             with ix.lock:
                 pending = set(ix.dirty)
                 ix.marked.clear()

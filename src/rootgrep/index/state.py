@@ -33,6 +33,7 @@ from ..errors import RootgrepError
 from .cache import read_whole
 
 __all__ = [
+    "BARE",
     "ENTRY_BYTES",
     "GONE",
     "JOURNAL_FILE",
@@ -58,10 +59,11 @@ STATE_FILE = "state.bin"
 JOURNAL_FILE = "state.log"
 JOURNAL_MIN_BYTES = 1 << 20  # a journal may always grow this far before a new snapshot
 GONE = 2  # the pending byte of a journal entry whose path is gone
+BARE = 4  # a bit of the pending byte: the entry is ``bare`` (see ``Entry``)
 
 _MAGIC = b"rootgrep-state-2\n"
 _HEAD = struct.Struct("<dIQ")  # synced_at (NaN: never), number of entries, generation
-_ENTRY = struct.Struct("<QQqQBI")  # fid, size, mtime_ns, inode, pending, path length
+_ENTRY = struct.Struct("<QQqQBI")  # fid, size, mtime_ns, inode, flags, path length
 ENTRY_BYTES = _ENTRY.size  # (of a record, before its path)
 _RECORD = struct.Struct("<II")  # payload length, CRC-32 of the payload
 _RECORD_HEAD = struct.Struct("<QdI")  # generation, synced_at (NaN: never), entries
@@ -74,6 +76,10 @@ class Entry:
     mtime_ns: int
     ino: int
     pending: bool = False
+    # committed for grep (its trigram documents) but not yet for search and symbols (its
+    # main document): a build commits every file's trigrams first, then their words and
+    # symbols (``RootIndex._complete_locked``)
+    bare: bool = False
     key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -181,10 +187,11 @@ class Layered(Mapping[K, V]):
 class Entries(Layered[bytes, "Entry"]):
     """An index's entries by root-relative path, with what readers ask of them kept beside:
     each indexed file's path by its file id (``paths``), how many files are indexed
-    (``files``) and their bytes, how many entries are pending, the highest file id. A new
-    version (``changed``) costs time proportional to its changes, however large the tree."""
+    (``files``) and their bytes, how many entries are pending and how many bare, the highest
+    file id. A new version (``changed``) costs time proportional to its changes, however
+    large the tree."""
 
-    __slots__ = ("bytes", "files", "paths", "pending", "top_fid")
+    __slots__ = ("bare", "bytes", "files", "paths", "pending", "top_fid")
 
     def __init__(self, base: dict[bytes, Entry] | None = None) -> None:
         """From entries read whole (a state file): raises ``IndexCorrupt`` when two paths
@@ -202,17 +209,19 @@ class Entries(Layered[bytes, "Entry"]):
         self.paths: Layered[int, bytes] = Layered(paths)
         self.bytes = sum(e.size for e in entries.values() if e.fid)
         self.pending = sum(1 for e in entries.values() if e.pending)
+        self.bare = sum(1 for e in entries.values() if e.bare)
         self.top_fid = max(paths, default=0)
 
     def changed(self, changes: Mapping[bytes, Entry | None]) -> Entries:
         """The next version, ``changes`` applied (None: the path is gone); raises
         ``IndexCorrupt`` (before anything is made) when it would name two paths under one
         file id."""
-        length, files, size, pending, top = (
+        length, files, size, pending, bare, top = (
             self._len,
             self.files,
             self.bytes,
             self.pending,
+            self.bare,
             self.top_fid,
         )
         fids: dict[int, bytes | None] = {}
@@ -221,6 +230,7 @@ class Entries(Layered[bytes, "Entry"]):
             if old is not None:
                 length -= 1
                 pending -= old.pending
+                bare -= old.bare
                 if old.fid:
                     files -= 1
                     size -= old.size
@@ -229,6 +239,7 @@ class Entries(Layered[bytes, "Entry"]):
             if e is not None:
                 length += 1
                 pending += e.pending
+                bare += e.bare
                 if e.fid:
                     files += 1
                     size += e.size
@@ -245,7 +256,7 @@ class Entries(Layered[bytes, "Entry"]):
         out = self._next(changes, length)
         assert isinstance(out, Entries)
         out.paths = self.paths.changed(fids)
-        out.files, out.bytes, out.pending, out.top_fid = files, size, pending, top
+        out.files, out.bytes, out.pending, out.bare, out.top_fid = (files, size, pending, bare, top)
         return out
 
 
@@ -260,7 +271,8 @@ def _entries(items: Iterable[tuple[bytes, Entry | None]]) -> tuple[int, bytes]:
         if e is None:
             records.append(pack(0, 0, 0, 0, GONE, len(p)))
         else:
-            records.append(pack(e.fid, e.size, e.mtime_ns, e.ino, e.pending, len(p)))
+            flags = e.pending | (BARE if e.bare else 0)
+            records.append(pack(e.fid, e.size, e.mtime_ns, e.ino, flags, len(p)))
         paths.append(p)
     return len(records), b"".join((*records, *paths))
 
@@ -287,14 +299,15 @@ def _unpack(data: bytes, off: int, n: int) -> tuple[list[tuple[bytes, Entry | No
     them."""
     at = off + n * _ENTRY.size
     out: list[tuple[bytes, Entry | None]] = []
-    for fid, size, mtime_ns, ino, pending, length in _ENTRY.iter_unpack(data[off:at]):
+    for fid, size, mtime_ns, ino, flags, length in _ENTRY.iter_unpack(data[off:at]):
         path = data[at : at + length]
         if len(path) != length:
             raise struct.error("short path")
         at += length
-        out.append(
-            (path, None if pending == GONE else Entry(fid, size, mtime_ns, ino, bool(pending)))
-        )
+        if flags == GONE:
+            out.append((path, None))
+        else:
+            out.append((path, Entry(fid, size, mtime_ns, ino, bool(flags & 1), bool(flags & BARE))))
     if len(out) != n:
         raise struct.error("short entries")
     return out, at

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import re2
 from tantivy import (
@@ -75,14 +75,17 @@ from .state import read_state as read_state  # (re-exported: the state file's re
 from .state import write_state as write_state
 
 log = logging.getLogger("rootgrep.index")
+_T = TypeVar("_T")
 
-SCHEMA_VERSION = 9  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
+SCHEMA_VERSION = 10  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
 # 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag;
 # 6: no stored copy of the files (snippets and grep read the files themselves), and no
 # positions (phrases are checked on the files); 7: one ``sym`` field for every symbol name
 # (``defs`` and ``main`` folded into it), symbols stored compactly, without signatures;
 # 8: ``content`` cut by the simple tokenizer over ``word_text`` (``_`` stored as ``WORD_JOIN``);
-# 9: a large file's trigrams in pieces cut at line ends (``tri_pieces``: part documents)
+# 9: a large file's trigrams in pieces cut at line ends (``tri_pieces``: part documents);
+# 10: every file's trigrams in part documents only (its main document holds none), so a
+# build commits them first, ready for grep, and its words and symbols after (``_complete_locked``)
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
 # two indexing threads: one made one segment of F instead of four (0.32× the text, not
@@ -94,8 +97,8 @@ TRIGRAMS = TextAnalyzerBuilder(Tokenizer.ngram(3, 3, False)).build()  # case kep
 # A grep match lies within one line (``grep.Matcher`` refuses a pattern with a line break), so
 # the trigram AND of a query may be asked of each piece of a file cut at line ends: a file whose
 # text is longer than ``PIECE_OVER`` characters has its trigrams indexed in pieces of about
-# ``PIECE_CHARS`` (a line never split: a longer line is in one piece), the first in its own
-# document, each further one in a part document (``fid``, ``tri`` and ``part`` = 1 only). A
+# ``PIECE_CHARS`` (a line never split: a longer line is in one piece), each in a part document
+# (``fid``, ``tri`` and ``part`` = 1 only; a smaller file's trigrams in one of them). A
 # big file holding every trigram of a rare literal somewhere, far apart, is then no candidate
 # (on F: ``getrecursionlimit`` from 123 files, 16.5 MB, to 46 files, 3.0 MB).
 PIECE_OVER = 32 * 1024
@@ -284,8 +287,8 @@ def _schema():  # type: ignore[no-untyped-def]
     sb.add_unsigned_field("low", fast=True)  # 1: test, vendored, generated or minified
     sb.add_unsigned_field("size", fast=True)
     sb.add_unsigned_field("mtime", fast=True)
-    # 1: a part document (a further piece of a large file's ``tri``; no other field but
-    # ``fid``): only ``candidates`` may see them, every other query excludes them
+    # 1: a part document (a piece of a file's ``tri``; no other field but ``fid``): only
+    # ``candidates`` may see them, every other query excludes them
     sb.add_unsigned_field("part", indexed=True)
     return sb.build()
 
@@ -299,6 +302,9 @@ class SyncStats:
     removed: int = 0
     read: int = 0  # files whose bytes were read (the rest were unchanged)
     elapsed_ms: float = 0.0
+    # when the index was ready for grep (its trigrams committed), from the sync's start: a
+    # build commits every file's words and symbols after that (None: nothing was deferred)
+    grep_ready_ms: float | None = None
 
 
 Progress = Callable[[int, int | None, str], None]
@@ -712,6 +718,18 @@ class RootIndex:
         return self.synced_at is not None and not self.entries.pending
 
     @property
+    def complete(self) -> bool:
+        """``ready``, and every file's words and symbols committed too (none ``bare``): only
+        then do ``rank`` and ``find_symbols`` see every indexed file."""
+        return self.ready and not self.entries.bare
+
+    def bare_paths(self) -> list[bytes]:
+        """The files committed for grep only (``Entry.bare``): their words and symbols are
+        not in the index yet. One pass over the entries when there are any."""
+        entries = self.entries
+        return [p for p, e in entries.items() if e.bare] if entries.bare else []
+
+    @property
     def size_bytes(self) -> int:
         return self.entries.bytes
 
@@ -734,13 +752,22 @@ class RootIndex:
         only: Iterable[bytes] | None = None,
         progress: Progress | None = None,
         cancelled: Callable[[], bool] | None = None,
+        grep_ready: Callable[[], None] | None = None,
+        completing: Progress | None = None,
     ) -> SyncStats:
         """Bring the index up to date with the tree: re-read only files whose
         (size, mtime_ns, inode) changed, delete vanished ones. ``only`` limits the work to
         those root-relative paths (the watcher's dirty set).
 
+        A full sync commits twice: every changed file's trigrams first (then ``grep_ready``
+        is called: the index answers grep from here on), then their words and symbols
+        (``_complete_locked``, which every sync also does for files a crash or a cancel left
+        ``bare``). ``progress`` hears the files the walk examined, ``completing`` how many of
+        the bare files have had their words and symbols added (done, of total).
+
         Invariant, checked before every state write: one path per file id. Should a sync
         ever break it, nothing is committed; the index is emptied and rebuilt in full."""
+        started = time.perf_counter()
         with self._sync_lock:
             if self.identity is not None and self._bound_identity() != self.identity:
                 # another process bound the index to another directory at this path since
@@ -755,11 +782,21 @@ class RootIndex:
                 self._reset()
                 only = None
             try:
-                return self._sync_from_latest(fs, only, progress, cancelled)
+                stats = self._sync_from_latest(fs, only, progress, cancelled)
             except IndexCorrupt as e:
                 log.error("index of %r: %s; rebuilding it in full", self.root_path, e)
                 self._reset()
-                return self._sync_from_latest(fs, None, progress, cancelled)
+                stats = self._sync_from_latest(fs, None, progress, cancelled)
+            if self.entries.bare and not (cancelled is not None and cancelled()):
+                if self.ready:
+                    stats.grep_ready_ms = stats.elapsed_ms
+                    if grep_ready is not None:
+                        grep_ready()
+                # (started again while another process's sync lands in between)
+                self._again(lambda: self._complete_locked(fs, stats, completing, cancelled))
+                stats.files = self.file_count
+                stats.elapsed_ms = round((time.perf_counter() - started) * 1000, 1)
+            return stats
 
     def _sync_from_latest(
         self,
@@ -769,14 +806,118 @@ class RootIndex:
         cancelled: Callable[[], bool] | None,
     ) -> SyncStats:
         """A sync that starts again (from the state then on disk) while another process's
-        sync lands between this one's start and its taking the writer; at most
-        ``SYNC_STARTS`` times, then ``WriterBusy`` (that process keeps writing: follow it)."""
+        sync lands between this one's start and its taking the writer (``_again``)."""
+        return self._again(lambda: self._sync_locked(fs, only, progress, cancelled))
+
+    def _again(self, step: Callable[[], _T]) -> _T:
+        """``step`` (which reads the state and then takes the writer) started again while
+        another process's sync lands in between (``_StateMoved``); at most ``SYNC_STARTS``
+        times, then ``WriterBusy`` (that process keeps writing: follow it)."""
         for _ in range(SYNC_STARTS):
             try:
-                return self._sync_locked(fs, only, progress, cancelled)
+                return step()
             except _StateMoved:
                 log.info("index of %r: written by another process meanwhile; again", self.dir)
         raise WriterBusy("another process keeps writing this index")
+
+    def _complete_locked(
+        self,
+        fs: Beneath,
+        stats: SyncStats,
+        progress: Progress | None,
+        cancelled: Callable[[], bool] | None,
+    ) -> None:
+        """The second commit of a build: each bare file is read again (beneath its
+        directory's fd, as the walk found it: never through a link) and its main document
+        added. A file changed since its trigrams were committed is indexed anew, trigrams and
+        all, as a sync of it would; a file gone, or no longer a regular file, is deleted.
+        The state is written as a sync writes it (the entries pending until the commit has
+        landed: a crash in between re-reads them in full). Cancelled between directories,
+        it commits nothing and the files stay bare (grep-ready), for the next sync."""
+        self._catch_up()
+        with self._lock:
+            base = self.entries
+        if not base.bare:
+            return
+        todo = sorted((rel for rel, e in base.items() if e.bare), key=order_key)
+        total = len(todo)
+        writer = self._sync_writer()
+        changes: dict[bytes, Entry | None] = {}
+        limit, get = self.max_file_size, base.getter()
+        next_tick = time.monotonic() + PROGRESS_SECONDS
+        try:
+            batches = path_batches(fs, todo)
+            for batch in batches:
+                try:
+                    if cancelled is not None and cancelled():
+                        return
+                    if progress is not None and time.monotonic() >= next_tick:
+                        next_tick = time.monotonic() + PROGRESS_SECONDS
+                        progress(len(changes), total, f"words and symbols: {len(changes)} of "
+                                 f"{total} files")  # fmt: skip
+                    for f in batch.files:
+                        rel, old = f.path, get(f.path)
+                        assert old is not None and old.fid
+                        got = confine.read_searchable_stat_at(batch.fd, f.name, limit)
+                        if got is None:  # (gone, or no longer a regular file: below)
+                            continue
+                        data, st = got
+                        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+                        new = Entry(old.fid, *key, pending=True)
+                        if data is not None and key == old.key:
+                            doc = self._main_document(old.fid, rel, text_of(data), st)
+                            writer.add_document(doc)
+                        else:  # (changed since its trigrams were committed)
+                            writer.delete_documents_by_query(self._fid_query(old.fid))
+                            stats.updated += 1
+                            if data is None:
+                                new = Entry(0, *key, pending=True)
+                            else:
+                                text = text_of(data)
+                                self._add_trigrams(writer, old.fid, text)
+                                writer.add_document(self._main_document(old.fid, rel, text, st))
+                        changes[rel] = new
+                finally:
+                    batch.close()
+            batches.close()  # (its directory fds at once, not when it is dropped)
+            if cancelled is not None and cancelled():
+                return
+            for rel in todo:  # (not read above: gone, or its directory is)
+                if rel not in changes:
+                    old = get(rel)
+                    assert old is not None
+                    writer.delete_documents_by_query(self._fid_query(old.fid))
+                    changes[rel] = None
+                    stats.removed += 1
+            staged = base.changed(changes)
+            self._record(staged, self.synced_at, list(changes.items()))
+            del staged
+            writer.commit()
+            for entry in changes.values():
+                if entry is not None:
+                    entry.pending = False
+            final = base.changed(changes)
+            self._record(final, self.synced_at, list(changes.items()))
+            if self._writer is None:  # (let other processes write between syncs)
+                writer.wait_merging_threads()
+            writer = None
+            moved = [r for r, e in changes.items() if e is None or e.key != get(r).key]
+            if self._runs_of is base:  # (the runs kept hold but for the files that moved)
+                self._runs_of = final
+                self._runs_dirty.update(rel[: rel.rfind(b"/") + 1] for rel in moved)
+            with self._lock:
+                self.index.reload()
+                self.entries = final
+                self.paths = final.paths
+            gone = [r for r, e in changes.items() if e is None]
+            self._follow_dirs(base, final, {}, gone)
+            if progress is not None:
+                progress(total, total, f"words and symbols: {total} files")
+        finally:
+            if writer is not None:
+                writer.rollback()
+                if self._writer is None:
+                    writer.wait_merging_threads()
 
     def _reset(self) -> None:
         """Empty the index and its state (under the sync lock): the next sync rebuilds. The
@@ -797,6 +938,17 @@ class RootIndex:
         self.next_fid = 1
         self.corrupt = False
 
+    def _catch_up(self) -> None:
+        """Before a sync's work (under the sync lock): when another process wrote the index
+        since (a daemon that has since stopped), start from what it committed, so no file id
+        is handed out twice across processes."""
+        stamp = self._stamp()
+        if self._writer is None and stamp != self._state_stamp:
+            with self._lock:
+                self.index.reload()
+                self._load_state()
+                self._state_stamp = stamp  # (taken before the read: never newer than it)
+
     def _sync_locked(
         self,
         fs: Beneath,
@@ -810,14 +962,7 @@ class RootIndex:
         writer: Any = None  # created on the first change: an unchanged tree writes nothing
         files: Generator[_Run, None, None] | None = None  # (closed at the end: a failed
         # sync's walk too)
-        stamp = self._stamp()
-        if self._writer is None and stamp != self._state_stamp:
-            # another process wrote the index since (a daemon that has since stopped): start
-            # from what it committed, so no file id is handed out twice across processes
-            with self._lock:
-                self.index.reload()
-                self._load_state()
-                self._state_stamp = stamp  # (taken before the read: never newer than it)
+        self._catch_up()
         try:
             with self._lock:
                 base = self.entries  # (a version: never changed in place)
@@ -840,6 +985,10 @@ class RootIndex:
             if self._runs_of is not base:  # (a state loaded, or reset: nothing kept holds)
                 self._runs, self._runs_dirty = {}, set()
             keeping = only is None and self._walks > 0  # (see ``_listings``)
+            # a full sync commits the files' trigrams alone first (grep can use them at
+            # once), then their words and symbols (``_complete_locked``: tree-sitter's parse, most
+            # of a build's time); a sync of a few paths commits both at once
+            defer = only is None
             checked: dict[int, _KeptRun] | None = {} if keeping else None
             check = _WalkCheck(
                 self._runs if quick and checked is not None else {},
@@ -888,14 +1037,23 @@ class RootIndex:
                     fid = 0
                     if data is not None:
                         fid = old.fid if old is not None and old.fid else self._take_fid()
-                        for doc in self._documents(fid, rel, text_of(data), st):
-                            writer.add_document(doc)
+                        text = text_of(data)
+                        self._add_trigrams(writer, fid, text)
+                        if not defer:
+                            writer.add_document(self._main_document(fid, rel, text, st))
                         stats.bytes += len(data)
                     if old is None:
                         stats.added += 1
                     else:
                         stats.updated += 1
-                    changed[rel] = Entry(fid, st.st_size, st.st_mtime_ns, st.st_ino, pending=True)
+                    changed[rel] = Entry(
+                        fid,
+                        st.st_size,
+                        st.st_mtime_ns,
+                        st.st_ino,
+                        pending=True,
+                        bare=defer and fid != 0,
+                    )
             if checked is not None and (cancelled is None or not cancelled()):
                 # (runs of directories no longer walked: dropped)
                 self._runs, self._runs_dirty = checked, set()
@@ -1166,23 +1324,17 @@ class RootIndex:
         self.next_fid += 1
         return fid
 
-    def _documents(
-        self, fid: int, rel: bytes, data: bytes, st: os.stat_result
-    ) -> Iterator[Document]:
-        """A file's main document (its first piece of ``tri``: ``tri_pieces``), then one part
-        document per further piece (the same ``fid``: deleting it deletes them all)."""
-        text = data.decode("utf-8", "replace")
-        pieces = tri_pieces(text)
-        yield self._document(fid, rel, data, pieces[0], st)
-        for piece in pieces[1:]:
+    def _add_trigrams(self, writer: Any, fid: int, data: bytes) -> None:
+        """A file's part documents: one per piece of its text (``tri_pieces``), each with the
+        file's ``fid`` (deleting it deletes them all, and its main document)."""
+        for piece in tri_pieces(data.decode("utf-8", "replace")):
             doc = Document(tri=piece)
             doc.add_unsigned("fid", fid)
             doc.add_unsigned("part", 1)
-            yield doc
+            writer.add_document(doc)
 
-    def _document(
-        self, fid: int, rel: bytes, data: bytes, tri: str, st: os.stat_result
-    ) -> Document:
+    def _main_document(self, fid: int, rel: bytes, data: bytes, st: os.stat_result) -> Document:
+        """A file's main document: what ``search`` and the symbol lookups ask (no trigrams)."""
         shown = display(rel)
         name = shown.rsplit("/", 1)[-1]
         ext = name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
@@ -1191,7 +1343,7 @@ class RootIndex:
         names = [*main, *(MINOR + s.name for s in syms or () if s.name not in main)]
         fields: dict[str, Any] = {"sym": list(dict.fromkeys(names))} if names else {}
         content = word_text(data)
-        doc = Document(path=shown, name=name, ext=ext, content=content, tri=tri, **fields)
+        doc = Document(path=shown, name=name, ext=ext, content=content, **fields)
         if syms is not None:
             doc.add_bytes("symbols", _encode_symbols(syms))
         doc.add_unsigned("low", int(is_low(rel, data)))
@@ -1340,7 +1492,7 @@ class RootIndex:
         with self._lock:
             searcher = self.index.searcher()
             entry = self.entries.get(rel)
-        if entry is None or not entry.fid:
+        if entry is None or not entry.fid or entry.bare:  # (bare: no main document yet)
             return None
         q = Query.boolean_query([(Occur.Must, self._fid_query(entry.fid)), self._parts()])
         hits = searcher.search(q, limit=1, count=False).hits

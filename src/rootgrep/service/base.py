@@ -229,7 +229,7 @@ class ServiceBase:
         store = ix.index
         # (the store's own word too: a writing process that emptied the index to rebuild it
         # leaves a follower "ready" until it notices; an empty or pending state never answers)
-        if ix.state != "ready" or store is None or not store.ready:
+        if not ix.answers_grep() or store is None or not store.ready:
             return None
         # every change finished before this call reaches the dirty set first (the watcher's
         # reader may not have read it yet); then the index plus that set are the answer

@@ -307,8 +307,8 @@ class Searching(ServiceBase):
                 building.append(r.name)
                 continue
             ix, place = found
-            if ix.state != "ready":
-                partial = True
+            if ix.state != "ready" or (ix.index is not None and ix.index.entries.bare):
+                partial = True  # (building; or built for grep, its words not all committed)
                 building.append(r.name)
             if ix.index is None or ix.index.foreign:
                 continue
@@ -652,6 +652,8 @@ def _known_symbols(
         if full in dirty:
             return None
         entry = entries.get(full)
+        if entry is not None and entry.bare:  # (its symbols not committed yet)
+            return None
         if entry is None or entry.pending:  # (not committed as listed: asked, never kept)
             return load(full)
         return SYMBOL_CACHE.get(store, entries, full, entry, load)

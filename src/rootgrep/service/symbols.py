@@ -127,7 +127,10 @@ class Symbols(ServiceBase):
         if ready is not None and hasattr(ready[0].index, "find_symbols"):
             ix, place = ready
             assert ix.index is not None
-            dirty = ix.dirty_snapshot()
+            # (a bare file, committed for grep while a build commits its symbols, is parsed
+            # live as a dirty one is: the index holds no symbols of it yet)
+            bare = getattr(ix.index, "bare_paths", list)
+            dirty = ix.dirty_snapshot() | set(bare())
             cut = len(place) + 1 if place else 0
             for rel, sym in ix.index.find_symbols(
                 name, exact=exact, limit=MAX_SYMBOL_HITS
