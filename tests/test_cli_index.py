@@ -358,3 +358,44 @@ def test_a_daemon_answering_no_candidate_still_says_its_files_were_there(
         assert none_below.returncode == 1 and none_below.stderr == b""
     finally:
         assert stop(daemon, 15) == 0
+
+
+# a daemon whose build's second commit (words and symbols) waits until a file named by
+# ROOTGREP_TEST_GO exists: grep must be answered from its index meanwhile
+HELD_BUILD = (
+    "import os, sys, time; from rootgrep.index.store import RootIndex; "
+    "real = RootIndex._complete_locked\n"
+    "def held(self, *a, **k):\n"
+    "    while not os.path.exists(os.environ['ROOTGREP_TEST_GO']): time.sleep(0.02)\n"
+    "    return real(self, *a, **k)\n"
+    "RootIndex._complete_locked = held\n"
+    "from rootgrep.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_a_daemon_answers_grep_once_its_build_has_committed_the_trigrams(tmp_path: Path) -> None:
+    """Found by review: the daemon waited for its whole build (words and symbols too) before
+    it answered other processes' grep."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    go = tmp_path / "go"
+    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache), "ROOTGREP_TEST_GO": str(go)}
+    daemon = subprocess.Popen([sys.executable, "-c", HELD_BUILD, "daemon", str(tree)], env=env,
+                              text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    assert daemon.stderr is not None
+    try:
+        seen = []
+        while "watching" not in (line := daemon.stderr.readline()):
+            seen.append(line)
+            assert line, f"the daemon exited: {''.join(seen)}"
+        assert any("building" in s and "grep answered from it now" in s for s in seen), seen
+        stats = same_as_rg(cache, WORD, str(tree))
+        assert "searched by index: the index of" in stats, stats
+        go.touch()  # (the second commit goes on)
+        while "(built)" not in (line := daemon.stderr.readline()):
+            assert line, "the daemon exited"
+        assert "ready" in line
+        assert "searched by index" in same_as_rg(cache, WORD, str(tree))
+    finally:
+        go.touch()
+        stop(daemon)

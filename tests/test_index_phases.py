@@ -238,19 +238,25 @@ raise SystemExit("not killed")
 """
 
 
-@pytest.mark.parametrize("when", ["between", "after-the-second-commit"])
-def test_a_build_killed_between_or_after_the_commits_reopens_and_finishes(
-    tmp_path: Path, when: str
-) -> None:
+def killed_then_opened(tmp_path: Path, script: str, when: str) -> tuple[Root, RootIndex]:
+    """``script`` run on a tree of ``FILES`` (argv: tree, cache dir, ``when``), asserted to
+    have killed itself; then the tree's index opened here."""
     top = tree_of(tmp_path / "root")
     cache = tmp_path / "cache"
     p = subprocess.run(
-        [sys.executable, "-c", CHILD, str(top), str(cache), when],
+        [sys.executable, "-c", script, str(top), str(cache), when],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert p.returncode == -signal.SIGKILL, p.stderr
     r = pin_root(str(top))
-    ix = RootIndex(str(cache), r.path)
+    return r, RootIndex(str(cache), r.path)
+
+
+@pytest.mark.parametrize("when", ["between", "after-the-second-commit"])
+def test_a_build_killed_between_or_after_the_commits_reopens_and_finishes(
+    tmp_path: Path, when: str
+) -> None:
+    r, ix = killed_then_opened(tmp_path, CHILD, when)
     try:
         if when == "between":  # (grep-ready as committed; the rest left to do)
             assert ix.ready and not ix.complete and len(ix.bare_paths()) == len(FILES)
@@ -265,6 +271,64 @@ def test_a_build_killed_between_or_after_the_commits_reopens_and_finishes(
         assert defined(ix, "jsThing") == [("other.js", "function")]
         assert holding(ix, "getrecursionlimit") == ["notes.txt", "pkg/shapes.py"]
         assert ranked(ix, "helper") == ["pkg/util.py"]
+    finally:
+        ix.close()
+        r.close()
+
+
+ORPHANS = r"""
+import os, signal, sys
+from pathlib import Path
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import pin_root
+top, cache, when = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+r = pin_root(str(top))
+ix = RootIndex(cache, r.path)
+real, records = RootIndex._record, []
+def record(self, *a, **k):
+    real(self, *a, **k)
+    records.append(1)
+    if len(records) == kill_after:  # (the staged state written, its commit not landed)
+        os.kill(os.getpid(), signal.SIGKILL)
+RootIndex._record = record
+def swap():
+    (top / "pkg" / "util.py").unlink()  # (gone)
+    (top / "notes.txt").write_bytes(b"now binary\0" * 4)  # (no longer indexed: id 0)
+if when == "second-commit":  # (build: staged 1, final 2; the second commit: staged 3)
+    kill_after = 3
+    ix.sync(r.fs, grep_ready=swap)
+else:  # a watcher's sync of the two paths, on a complete index
+    kill_after = 1_000
+    ix.sync(r.fs)
+    swap()
+    kill_after = len(records) + 1
+    ix.sync(r.fs, only=[b"pkg/util.py", b"notes.txt"])
+raise SystemExit("not killed")
+"""
+
+
+@pytest.mark.parametrize("when", ["second-commit", "a-fold"])
+def test_a_crash_before_a_commit_that_drops_files_leaves_no_documents_behind(
+    tmp_path: Path, when: str
+) -> None:
+    """Found by review: a commit dropping a file (gone, or now binary) was staged with the
+    file forgotten (or under id 0); killed before that commit landed, the file's documents
+    stayed in the index for good, and the next new file took their id again."""
+    r, ix = killed_then_opened(tmp_path, ORPHANS, when)
+    top = tmp_path / "root"
+    try:
+        ix.sync(r.fs)
+        assert ix.complete
+        assert sorted(p.decode() for p in ix.entries if ix.entries[p].fid) == [
+            "other.js", "pkg/deep/more.py", "pkg/shapes.py"
+        ]  # fmt: skip
+        assert docs(ix) == 2 * 3  # (nothing of the two files left)
+        (top / "new.txt").write_text("a new file\n")
+        ix.sync(r.fs)
+        assert holding(ix, "plain words") == [] and holding(ix, "getrecursionlimit") == [
+            "pkg/shapes.py"
+        ]
+        assert docs(ix) == 2 * 4
     finally:
         ix.close()
         r.close()

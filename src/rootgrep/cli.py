@@ -830,18 +830,25 @@ def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
     # grep can answer from these indexes exactly (see index/freshness.py)
     answers = FreshnessServer(manager)
     try:
+        building = []
         for r in roots:
             ix = manager.activate(r, 0)
-            manager.wait_built(r.path)
+            # (served once grep can use it: a build commits the trigrams first)
+            manager.wait_answering(r.path)
             if ix is not None:
                 what = ix.role if ix.error is None else f"failed: {ix.error}"
                 not_served = answers.serve(r.path)
                 if not_served is not None:
                     what += f"; grep in other processes scans it live: {not_served}"
+                elif not ix.built.is_set():
+                    what += "; grep answered from it now, its words and symbols being added"
+                    building.append((r, ix))
                 print(f"{os.fsdecode(r.path)}: {ix.state} ({what})", file=sys.stderr)
         print("watching; Ctrl-C to stop", file=sys.stderr, flush=True)
-        while not stop.wait(1.0):
-            pass
+        while not stop.wait(0.25 if building else 1.0):
+            for r, ix in [b for b in building if b[1].built.is_set()]:
+                building.remove((r, ix))
+                print(f"{os.fsdecode(r.path)}: {ix.state} (built)", file=sys.stderr, flush=True)
         return 0
     finally:
         answers.close()

@@ -523,7 +523,7 @@ class IndexManager:
                     def grep_ready() -> None:
                         # (its trigrams committed: grep answers from the index while the
                         # build commits the files' words and symbols; "building" until then)
-                        ix.grep_first = True
+                        ix.grep_first = self.watch  # (unwatched, changes would go unseen)
                         tell(f"indexing {shown}: grep uses the index now; adding words and symbols")
 
                     with self._builds:
@@ -585,7 +585,7 @@ class IndexManager:
                 ix.grep_first = False
                 ix.built.set()
             elif index.ready:  # (the writer's build has committed its trigrams: grep may
-                ix.grep_first = True  # answer; words and symbols to come)
+                ix.grep_first = self.watch  # answer; words and symbols to come)
             elif ix.state in ("ready", "stale"):  # the writer emptied it to rebuild: not yet
                 ix.state = "building"
                 ix.grep_first = False
@@ -745,6 +745,13 @@ class IndexManager:
     def wait_built(self, root_path: bytes, timeout: float | None = None) -> bool:
         ix = self._roots.get(root_path)
         return ix is not None and ix.built.wait(timeout)
+
+    def wait_answering(self, root_path: bytes) -> None:
+        """Until the root's index answers grep (its build's trigrams committed) or its build
+        ended (built, failed or stopped)."""
+        ix = self._roots.get(root_path)
+        while ix is not None and not ix.built.wait(0.05) and not ix.grep_first:
+            pass
 
     def reindex(
         self, root: Root, progress: Callable[[int, int | None, str], None] | None = None

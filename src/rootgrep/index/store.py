@@ -53,6 +53,15 @@ from ..walker import Listings, Walker, WalkOptions, order_key, path_batches
 from . import cache as cache_mod
 from .cache import OPEN_LOCK, CachedIndex, CacheDir, IndexFolder
 from .cache import default_cache_dir as default_cache_dir  # (re-exported)
+from .parse import (
+    HELPER_MIN_BYTES,
+    MINOR,
+    ParseHelper,
+    SharedParse,
+    SymbolFields,
+    decode_symbols,
+    symbol_fields,
+)
 from .plan import Q
 from .state import (
     ENTRY_BYTES,
@@ -198,8 +207,6 @@ _GENERATED = re.compile(
 # CASE > NAME: the very name's definition outranks a file named after the word that defines
 # it in another case (anyhow's `trait Context` in lib.rs over context.rs's `fn context`)
 DEF_SIGNAL, CASE_SIGNAL, MAIN_SIGNAL, NAME_SIGNAL, WORD_SIGNAL = 8.0, 5.0, 2.0, 4.0, 2.0
-_MINOR_KINDS = frozenset({"variable", "constant"})
-MINOR = "\x01"  # before a ``sym`` term: the file defines that name only as a minor kind
 LOW_FACTOR = 0.5  # what a low file's signals and BM25 count for
 MAX_SNIPPETS = 6  # lines per search hit
 SNIPPET_LINE_CHARS = 300  # a longer snippet line is a window around its match (SPEC §8)
@@ -451,6 +458,8 @@ class RootIndex:
     _runs: dict[int, _KeptRun] = field(init=False, default_factory=dict, repr=False)
     _runs_dirty: set[bytes] = field(init=False, default_factory=set, repr=False)
     _runs_of: Entries | None = field(init=False, default=None, repr=False)
+    # whether the last second commit had a parse helper (``parse.ParseHelper``), for tests
+    last_helped: bool = field(init=False, default=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cache is None:
@@ -845,6 +854,15 @@ class RootIndex:
         changes: dict[bytes, Entry | None] = {}
         limit, get = self.max_file_size, base.getter()
         next_tick = time.monotonic() + PROGRESS_SECONDS
+
+        def add_main(item: tuple[int, bytes, bytes, os.stat_result], f: SymbolFields) -> None:
+            writer.add_document(self._main_document(*item, fields=f))
+
+        # (the parse, most of this commit's time, shared with a helper process on large
+        # builds: ``parse.py``)
+        helped = sum(e.size for e in map(get, todo) if e is not None) >= HELPER_MIN_BYTES
+        shared = SharedParse(add_main, ParseHelper.start() if helped else None)
+        self.last_helped = shared.helper is not None
         try:
             batches = path_batches(fs, todo)
             for batch in batches:
@@ -865,8 +883,8 @@ class RootIndex:
                         key = (st.st_size, st.st_mtime_ns, st.st_ino)
                         new = Entry(old.fid, *key, pending=True)
                         if data is not None and key == old.key:
-                            doc = self._main_document(old.fid, rel, text_of(data), st)
-                            writer.add_document(doc)
+                            text = text_of(data)
+                            shared.add((old.fid, rel, text, st), rel, text)
                         else:  # (changed since its trigrams were committed)
                             writer.delete_documents_by_query(self._fid_query(old.fid))
                             stats.updated += 1
@@ -882,6 +900,7 @@ class RootIndex:
             batches.close()  # (its directory fds at once, not when it is dropped)
             if cancelled is not None and cancelled():
                 return
+            shared.finish()
             for rel in todo:  # (not read above: gone, or its directory is)
                 if rel not in changes:
                     old = get(rel)
@@ -889,8 +908,9 @@ class RootIndex:
                     writer.delete_documents_by_query(self._fid_query(old.fid))
                     changes[rel] = None
                     stats.removed += 1
-            staged = base.changed(changes)
-            self._record(staged, self.synced_at, list(changes.items()))
+            staging = self._staging(base, changes)
+            staged = base.changed(staging)
+            self._record(staged, self.synced_at, list(staging.items()))
             del staged
             writer.commit()
             for entry in changes.values():
@@ -914,10 +934,27 @@ class RootIndex:
             if progress is not None:
                 progress(total, total, f"words and symbols: {total} files")
         finally:
+            shared.close()
             if writer is not None:
                 writer.rollback()
                 if self._writer is None:
                     writer.wait_merging_threads()
+
+    @staticmethod
+    def _staging(base: Entries, changes: Mapping[bytes, Entry | None]) -> dict[bytes, Entry]:
+        """The entries a state names before a commit lands (each pending: read again in full
+        after a crash, whatever the commit holds). A file the commit stops indexing (gone,
+        or now binary: file id 0) keeps its old id until then: after a crash before the
+        commit, its documents are still there, and the re-read deletes them by that id (a
+        state naming id 0 would leave them in the index for good)."""
+        out: dict[bytes, Entry] = {}
+        for rel, new in changes.items():
+            old = base.get(rel)
+            if old is not None and old.fid and (new is None or new.fid != old.fid):
+                out[rel] = Entry(old.fid, *old.key, pending=True)
+            elif new is not None:
+                out[rel] = new
+        return out
 
     def _reset(self) -> None:
         """Empty the index and its state (under the sync lock): the next sync rebuilds. The
@@ -1091,8 +1128,9 @@ class RootIndex:
             else:
                 # 1) a state naming every document the commit may hold, new ones pending
                 # (``changed`` raises IndexCorrupt before anything is committed)
-                staged = base.changed(changed)
-                self._record(staged, self.synced_at, list(changed.items()))
+                staging = self._staging(base, changed)
+                staged = base.changed(staging)
+                self._record(staged, self.synced_at, list(staging.items()))
                 del staged  # (a build's: as large as the tree)
                 if writer is not None:
                     writer.commit()
@@ -1333,19 +1371,24 @@ class RootIndex:
             doc.add_unsigned("part", 1)
             writer.add_document(doc)
 
-    def _main_document(self, fid: int, rel: bytes, data: bytes, st: os.stat_result) -> Document:
-        """A file's main document: what ``search`` and the symbol lookups ask (no trigrams)."""
+    def _main_document(
+        self,
+        fid: int,
+        rel: bytes,
+        data: bytes,
+        st: os.stat_result,
+        fields: SymbolFields | None = None,
+    ) -> Document:
+        """A file's main document: what ``search`` and the symbol lookups ask (no trigrams);
+        its symbols' ``fields`` parsed here unless given (by a ``ParseHelper``)."""
         shown = display(rel)
         name = shown.rsplit("/", 1)[-1]
         ext = name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
-        syms = symbols.extract(rel, data, signatures=False)  # (stored without them)
-        main = {s.name: None for s in syms or () if s.kind not in _MINOR_KINDS}
-        names = [*main, *(MINOR + s.name for s in syms or () if s.name not in main)]
-        fields: dict[str, Any] = {"sym": list(dict.fromkeys(names))} if names else {}
-        content = word_text(data)
-        doc = Document(path=shown, name=name, ext=ext, content=content, **fields)
-        if syms is not None:
-            doc.add_bytes("symbols", _encode_symbols(syms))
+        names, blob = symbol_fields(rel, data) if fields is None else fields
+        sym: dict[str, Any] = {"sym": names} if names else {}
+        doc = Document(path=shown, name=name, ext=ext, content=word_text(data), **sym)
+        if blob is not None:
+            doc.add_bytes("symbols", blob)
         doc.add_unsigned("low", int(is_low(rel, data)))
         doc.add_unsigned("fid", fid)
         doc.add_unsigned("size", st.st_size)
@@ -1498,7 +1541,7 @@ class RootIndex:
         hits = searcher.search(q, limit=1, count=False).hits
         if not hits:
             return None
-        return _decode_symbols(searcher.doc(hits[0][1]).get_first("symbols"))
+        return decode_symbols(searcher.doc(hits[0][1]).get_first("symbols"))
 
     def find_symbols(
         self, name: str, *, exact: bool = True, kind: str | None = None, limit: int = 50
@@ -1529,7 +1572,7 @@ class RootIndex:
             if rel is None:
                 continue
             testy = is_low_path(rel)
-            for sym in _decode_symbols(searcher.doc(a).get_first("symbols")) or ():
+            for sym in decode_symbols(searcher.doc(a).get_first("symbols")) or ():
                 if (sym.name != name) if exact else (low not in sym.name.lower()):
                     continue
                 if kind is not None and sym.kind != kind:
@@ -1790,44 +1833,6 @@ def is_low(rel: bytes, data: bytes) -> bool:
     if _GENERATED.search(data[:1024]):
         return True
     return len(data) > 1024 and len(data) / (data.count(b"\n") + 1) > 300
-
-
-_KIND_CODES = {k: chr(ord("a") + i) for i, k in enumerate(symbols.KINDS)}
-_CODE_KINDS = {c: k for k, c in _KIND_CODES.items()}
-_FIELD, _ROW = "\x1f", "\x1e"  # (never in a name: ``_clean`` replaces them)
-
-
-def _clean(name: str) -> str:
-    return name.replace(_FIELD, "?").replace(_ROW, "?")
-
-
-def _encode_symbols(syms: list[Symbol]) -> bytes:
-    """A file's symbols, compactly: per symbol its name, kind (one letter), line, the lines
-    it spans after that and its container, without the signature (the service reads it from
-    the file as it is now). Lines are deltas from the symbol before."""
-    rows, last = [], 0
-    for s in syms:
-        rows.append(_FIELD.join((
-            _clean(s.name), _KIND_CODES.get(s.kind, "a"), str(s.line - last),
-            str(s.end_line - s.line), "" if s.container is None else _clean(s.container),
-        )))  # fmt: skip
-        last = s.line
-    return _ROW.join(rows).encode("utf-8", "surrogatepass")
-
-
-def _decode_symbols(raw: object) -> list[Symbol] | None:
-    if not isinstance(raw, bytes):
-        return []
-    out, last = [], 0
-    try:
-        for row in raw.decode("utf-8", "surrogatepass").split(_ROW) if raw else ():
-            name, code, line, span, container = row.split(_FIELD)
-            last += int(line)
-            kind = _CODE_KINDS[code]
-            out.append(Symbol(name, kind, last, last + int(span), container or None, ""))
-    except (ValueError, KeyError):
-        return []
-    return out
 
 
 def _regex_literal(text: str) -> str:

@@ -129,13 +129,19 @@ class Symbols(ServiceBase):
             assert ix.index is not None
             # (a bare file, committed for grep while a build commits its symbols, is parsed
             # live as a dirty one is: the index holds no symbols of it yet)
-            bare = getattr(ix.index, "bare_paths", list)
-            dirty = ix.dirty_snapshot() | set(bare())
             cut = len(place) + 1 if place else 0
+            scope = place + b"/" + start if place and start else place or start
+            bare = getattr(ix.index, "bare_paths", list)
+            dirty = ix.dirty_snapshot()
+            marked = frozenset(dirty)  # (a renamed or removed directory is marked itself:
+            # the stored symbols of the files below it, under their old paths, may be stale)
+            dirty |= {p for p in bare() if not _outside(p, scope)}
             for rel, sym in ix.index.find_symbols(
                 name, exact=exact, limit=MAX_SYMBOL_HITS
             ):  # (already in the index's own paths)
                 if rel in dirty or (place and not rel.startswith(place + b"/")):
+                    continue
+                if marked and _below_marked(rel, marked):
                     continue
                 rel = rel[cut:]
                 if _outside(rel, start) or (prune and _below_any(rel, prune)):
@@ -295,6 +301,16 @@ def _may_define(data: bytes, name: str, exact: bool) -> bool:
     if exact:
         return needle in data
     return needle.lower() in data.lower()
+
+
+def _below_marked(rel: bytes, marked: frozenset[bytes]) -> bool:
+    """Whether a directory above ``rel`` is in ``marked`` (one look-up per level)."""
+    i = rel.find(b"/")
+    while i >= 0:
+        if rel[:i] in marked:
+            return True
+        i = rel.find(b"/", i + 1)
+    return False
 
 
 def _outside(rel: bytes, start: bytes) -> bool:

@@ -1,0 +1,171 @@
+"""A build's second commit shares the tree-sitter parse with a helper process
+(``index/parse.py``): the index it makes is the very one a build parsing alone makes, and a
+helper that dies, stalls or answers garbage costs the build nothing but time (its chunk is
+parsed on the build's thread). No helper outlives its build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rootgrep.index import parse as parse_mod
+from rootgrep.index import store as store_mod
+from rootgrep.index.parse import (
+    MAX_REPLY,
+    ParseHelper,
+    decode_reply,
+    decode_request,
+    encode_reply,
+    encode_request,
+    read_frame,
+    symbol_fields,
+    write_frame,
+)
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import pin_root
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def code_tree(top: Path) -> Path:
+    """Real code: a few packages of the standard library (Python), plus a C and a JS file."""
+    for name in ("json", "email", "http", "xml/dom", "importlib"):
+        shutil.copytree(STDLIB / name, top / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (top / "c").mkdir()
+    (top / "c" / "x.c").write_text(
+        "struct point { int x; };\nint area(struct point p) { return p.x; }\n"
+    )
+    (top / "c" / "y.js").write_text("class Widget { render() { return 1; } }\n")
+    return top
+
+
+def children() -> list[int]:
+    """This process's child processes now (by the kernel's word)."""
+    me, out = str(os.getpid()), []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if f"\nPPid:\t{me}\n" in status:
+            out.append(int(pid))
+    return out
+
+
+def built(tmp_path: Path, name: str, tree: Path) -> tuple[dict[bytes, Any], bool]:
+    """Every file's stored symbols after a build of ``tree`` into its own cache, and whether
+    the build had a helper (asserted gone once the build is over)."""
+    before = set(children())  # (a test process may have children of its own)
+    r = pin_root(str(tree))
+    ix = RootIndex(str(tmp_path / name), r.path)
+    try:
+        ix.sync(r.fs)
+        assert ix.complete
+        assert set(children()) <= before  # (no helper outlives its build)
+        return {p: ix.symbols_of(p) for p in ix.entries}, ix.last_helped
+    finally:
+        ix.close()
+        r.close()
+
+
+@pytest.fixture
+def helped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper for every build, however small, and small chunks (many round trips)."""
+    monkeypatch.setattr(store_mod, "HELPER_MIN_BYTES", 0)
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 16 * 1024)
+    monkeypatch.delenv("ROOTGREP_PARSE_HELPER", raising=False)
+
+
+def test_a_helped_build_stores_the_very_symbols_of_a_build_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: None
+) -> None:
+    tree = code_tree(tmp_path / "tree")
+    with_helper, used = built(tmp_path, "helped", tree)
+    assert used
+    monkeypatch.setenv("ROOTGREP_PARSE_HELPER", "0")
+    alone, used = built(tmp_path, "alone", tree)
+    assert not used
+    assert with_helper == alone
+    assert sum(1 for s in alone.values() if s) > 50  # (real definitions, many files)
+    assert [s.name for s in alone[b"c/x.c"]] == ["point", "area"]
+
+
+@pytest.mark.parametrize("failure", ["killed", "stalls", "garbage", "too-long", "no-executable"])
+def test_a_helper_that_fails_costs_the_build_nothing_but_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: None, failure: str
+) -> None:
+    tree = code_tree(tmp_path / "tree")
+    monkeypatch.setenv("ROOTGREP_PARSE_HELPER", "0")
+    alone, _ = built(tmp_path, "alone", tree)
+    monkeypatch.delenv("ROOTGREP_PARSE_HELPER")
+    fake = {  # a helper program that fails as named, in place of the real one
+        "stalls": "import sys, time; sys.stdin.buffer.read(1); time.sleep(60)",
+        "garbage": "import os; os.read(0, 1); os.write(1, b'\\x05' + bytes(7) + b'junk!'); os.read(0, 1 << 30)",
+        "too-long": f"import os, struct; os.read(0, 1); os.write(1, struct.pack('<Q', {MAX_REPLY + 1})); os.read(0, 1 << 30)",
+    }.get(failure)
+    if fake is not None:
+        import subprocess
+
+        def start(cls: type[ParseHelper]) -> ParseHelper:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", fake], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
+            return cls(proc)
+
+        monkeypatch.setattr(ParseHelper, "start", classmethod(start))
+        monkeypatch.setattr(parse_mod, "REPLY_SECONDS", 1.0)
+    elif failure == "killed":
+        real_send = ParseHelper.send
+
+        def send(self: ParseHelper, files: list[tuple[bytes, bytes]]) -> None:
+            real_send(self, files)
+            os.kill(self.proc.pid, signal.SIGKILL)  # (dies with a request in flight)
+
+        monkeypatch.setattr(ParseHelper, "send", send)
+    else:
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    started = time.monotonic()
+    got, used = built(tmp_path, "failed", tree)
+    assert used == (failure != "no-executable")
+    assert got == alone
+    assert time.monotonic() - started < 30  # (a stalled helper is given up after 1 s here)
+
+
+def test_the_wire_refuses_what_it_did_not_ask_for(tmp_path: Path) -> None:
+    files = [(b"a.py", b"def f():\n    pass\n"), (b"b/c.js", b"function g() {}\n")]
+    assert decode_request(encode_request(files)) == files
+    fields = [symbol_fields(rel, data) for rel, data in files]
+    assert fields[0][0] == ["f"] and fields[1][0] == ["g"]
+    reply = encode_reply(fields)
+    assert decode_reply(reply, 2) == fields
+    for bad in (reply[:-1], reply + b"x", reply[:5]):
+        with pytest.raises(ValueError):
+            decode_reply(bad, 2)
+    with pytest.raises(ValueError):
+        decode_reply(reply, 3)  # (another number of files than asked)
+    r, w = os.pipe()
+    write_frame(w, b"x" * 100)
+    with pytest.raises(ValueError):
+        read_frame(r, 99)  # (refused on its length, before its bytes are read)
+    os.close(r)
+    os.close(w)
+    r, w = os.pipe()
+    os.close(w)
+    assert read_frame(r, 1000) is None  # (the input ended between frames)
+    os.close(r)
+    r, w = os.pipe()
+    os.write(w, (10).to_bytes(8, "little") + b"12345")
+    os.close(w)
+    with pytest.raises(ValueError):
+        read_frame(r, 1000)  # (ended inside a frame)
+    os.close(r)
