@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rootgrep.errors import InvalidPath
-from rootgrep.index.cache import CacheDir, CacheUnusable, folder_name
+from rootgrep.index.cache import SCHEMA_VERSION, CacheDir, CacheUnusable, folder_name
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.plan import plan
 from rootgrep.index.store import RootIndex, index_dir_for, parse_search, prune_cache
@@ -264,8 +264,10 @@ def test_eviction_never_takes_an_index_still_building_in_this_process(
         s.close()
 
 
-def test_folder_names_are_the_hash_of_the_root_path() -> None:
-    assert folder_name(b"/a") == hashlib.sha256(b"/a").hexdigest()[:20]
+def test_folder_names_are_the_hash_of_the_root_path_and_the_schema_version() -> None:
+    digest = hashlib.sha256(b"/a").hexdigest()[:20]
+    assert folder_name(b"/a") == f"{digest}-v{SCHEMA_VERSION}"
+    assert folder_name(b"/a", 9) == f"{digest}-v9"
 
 
 @pytest.mark.parametrize("hold_writer", [False, True])

@@ -50,7 +50,7 @@ def test_the_chosen_sha256_gives_hashlibs_digest() -> None:
         assert digest.sha256(s).hexdigest() == hashlib.sha256(s).hexdigest()
     assert roots.sha256 is digest.sha256 and cache.sha256 is digest.sha256
     assert roots.root_id(b"/a") == hashlib.sha256(b"/a").hexdigest()[:12]
-    assert cache.folder_name(b"/a") == hashlib.sha256(b"/a").hexdigest()[:20]
+    assert cache.folder_name(b"/a", 10) == hashlib.sha256(b"/a").hexdigest()[:20] + "-v10"
 
 
 def _interpreters() -> list[str]:

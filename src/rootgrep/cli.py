@@ -979,7 +979,7 @@ def _outline(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .index.cache import CacheDir
+    from .index.cache import SCHEMA_VERSION, CacheDir
     from .index.store import cached_indexes, default_cache_dir
 
     cache = args.cache_dir or default_cache_dir()
@@ -989,6 +989,12 @@ def _status(args: argparse.Namespace) -> int:
     pinned = CacheDir.open(cache)  # the same checks as every user of the cache
     try:
         for c in cached_indexes(pinned):
+            if c.schema != SCHEMA_VERSION:  # (its state may not be this version's format)
+                print(
+                    f"{c.root_display}: index of schema {c.schema} (another rootgrep version), "
+                    f"{c.disk_bytes} bytes on disk"
+                )
+                continue
             files, text_bytes, pending, when = c.summary()
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "never"
             print(

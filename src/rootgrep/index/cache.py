@@ -7,11 +7,16 @@ fd-relative beneath that pin through ``confine.Beneath`` with ``symlinks="never"
 planted where an index folder or a file of it should be is never followed (an index folder
 that is not a directory is unlinked and made again).
 
-Each index folder (named by a hash of its root's canonical path) holds a ``lock`` file: every
-process that has the index open holds a shared ``flock`` on it from open to close. Eviction
-takes it exclusive without waiting and skips the folder when it cannot, then renames the folder
-away and removes it while still holding the lock, so an index in use is never removed and a
-process that was waiting for the lock sees that its folder went and makes a new one.
+Each index folder is named by a hash of its root's canonical path and the index schema version
+(``folder_name``): rootgrep versions of different schemas never share a folder (one that
+rebuilt a shared folder in its own layout would leave a running process of the other reading,
+and writing, an index it no longer understands). Each holds a ``lock`` file: every process
+that has the index open holds a shared ``flock`` on it from open to close. Eviction takes it
+exclusive without waiting and skips the folder when it cannot, then renames the folder away
+and removes it while still holding the lock, so an index in use is never removed and a process
+that was waiting for the lock sees that its folder went and makes a new one. A root's folders
+of older schemas go the same way when this version opens the root (``evict_older``), and the
+least recently used ones under ``--cache-max-bytes`` (``prune``).
 
 Tantivy opens its index by path. Measured (strace, and renaming an ancestor under a running
 writer): given ``/proc/self/fd/N`` it canonicalises the name once, at open, and then opens
@@ -43,6 +48,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# The layout of an index folder's contents (``store.py``, which re-exports it and holds its
+# history); bumped with any change to it. Here, not there: a CLI grep that asks a daemon names
+# the folder without importing the store (and tantivy).
+SCHEMA_VERSION = 10
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
 OPEN_LOCK = "open.lock"  # held exclusive by the process making (or remaking) an index
@@ -87,8 +96,25 @@ class CacheUnusable(InvalidPath):
     """The cache dir cannot be trusted (a symlink, someone else's, or group/other-writable)."""
 
 
-def folder_name(root_path: bytes) -> str:
+def folder_name(root_path: bytes, schema: int | None = None) -> str:
+    """The index folder of a root for one schema (default ``SCHEMA_VERSION``): the hash of its
+    canonical path, ``-v`` and the schema version."""
+    return f"{_root_key(root_path)}-v{SCHEMA_VERSION if schema is None else schema}"
+
+
+def _root_key(root_path: bytes) -> str:
     return sha256(root_path).hexdigest()[:20]
+
+
+def older_schema(name: str, root_path: bytes, schema: int) -> bool:
+    """Whether ``name`` is an index folder of ``root_path`` for a schema older than
+    ``schema``: ``-v`` and a lower version, or the bare hash (the folder of every schema up
+    to 10, before folders were keyed by it)."""
+    key = _root_key(root_path)
+    if name == key:
+        return True
+    version = name[len(key) + 2 :] if name.startswith(key + "-v") else ""
+    return version.isascii() and version.isdigit() and int(version) < schema
 
 
 class CacheDir:
@@ -247,11 +273,25 @@ class CacheDir:
                     fs.close()
             finally:
                 os.close(fd)
+            schema = manifest.get("schema_version")
             out.append(
                 CachedIndex(self.folder_path(name), str(manifest.get("root_display")), size,
-                            used, self, name)
+                            used, self, name, schema if isinstance(schema, int) else None)
             )  # fmt: skip
         return out
+
+    def evict_older(self, root_path: bytes, schema: int) -> list[str]:
+        """Remove the index folders of ``root_path`` for schemas older than ``schema`` that no
+        process holds (``evict``; one a process of that version has open stays, for the LRU
+        ``prune`` once let go). Those removed, as paths. A newer version's are left alone."""
+        removed: list[str] = []
+        for name in self.names():
+            if not older_schema(name, root_path, schema):
+                continue
+            with contextlib.suppress(OSError):
+                if self.evict(name):
+                    removed.append(self.folder_path(name))
+        return removed
 
     def evict(self, name: str) -> bool:
         """Remove an index folder if no process holds it (its lock taken exclusive, without
@@ -310,6 +350,7 @@ class CachedIndex:
         last_used: float,
         cache: CacheDir | None = None,
         name: str = "",
+        schema: int | None = None,
     ) -> None:
         self.dir = dir
         self.root_display = root_display
@@ -317,6 +358,7 @@ class CachedIndex:
         self.last_used = last_used
         self.cache = cache
         self.name = name
+        self.schema = schema  # (from its manifest: another version's, unless SCHEMA_VERSION)
 
     def summary(self) -> tuple[int, int, int, float | None]:
         """(files indexed, bytes of text, files pending, synced_at) from its state file."""

@@ -1,6 +1,7 @@
 """The per-root Tantivy store: schema, on-disk layout, sync, and queries.
 
-Layout (one folder per root under the cache dir, named by a hash of the root's canonical path):
+Layout (one folder per root and schema version under the cache dir, named by a hash of the
+root's canonical path and the version: ``cache.folder_name``):
 ``manifest.json`` (schema version, root path), ``tantivy/`` (the index), ``state.bin`` (what
 each indexed file's (size, mtime_ns, inode) and file id were; a compact binary file, since it
 is rewritten at every commit and read by every process that follows the index). A file's id
@@ -86,7 +87,9 @@ from .state import write_state as write_state
 log = logging.getLogger("rootgrep.index")
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 10  # 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
+# The schema version: set in cache.py (which names each version's folders by it: versions
+# never share one) and read from there at run time; re-exported here. Its history:
+# 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
 # 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag;
 # 6: no stored copy of the files (snippets and grep read the files themselves), and no
 # positions (phrases are checked on the files); 7: one ``sym`` field for every symbol name
@@ -95,6 +98,7 @@ SCHEMA_VERSION = 10  # 2: trigrams keep their case; 3: binary state; 4: bound to
 # 9: a large file's trigrams in pieces cut at line ends (``tri_pieces``: part documents);
 # 10: every file's trigrams in part documents only (its main document holds none), so a
 # build commits them first, ready for grep, and its words and symbols after (``_complete_locked``)
+SCHEMA_VERSION = cache_mod.SCHEMA_VERSION
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
 # two indexing threads: one made one segment of F instead of four (0.32× the text, not
@@ -478,6 +482,19 @@ class RootIndex:
             self.folder.close()
             self._close_cache()
             raise
+        self._evict_older()
+
+    def _evict_older(self) -> None:
+        """Remove this root's index folders of older schemas that no process holds (an older
+        rootgrep's daemon still running keeps its own: see ``CacheDir.evict_older``)."""
+        assert self.cache is not None
+        try:
+            gone = self.cache.evict_older(self.root_path, cache_mod.SCHEMA_VERSION)
+        except (OSError, RootgrepError) as e:  # (the cache listing: left to the LRU prune)
+            log.warning("index of %r: older versions' folders not removed: %s", self.dir, e)
+            return
+        for d in gone:
+            log.info("removed %s, the index of an older rootgrep version", d)
 
     def _open(self) -> None:
         self.dir = self.folder.path
@@ -554,7 +571,8 @@ class RootIndex:
         m = self._read_manifest()
         if m is None:
             return False
-        return m.get("schema_version") == SCHEMA_VERSION and m.get("root") == _b64(self.root_path)
+        schema = cache_mod.SCHEMA_VERSION
+        return m.get("schema_version") == schema and m.get("root") == _b64(self.root_path)
 
     def _bound_identity(self) -> tuple[int, int] | None:
         """(device, inode) of the directory the index was built from, from its manifest."""
@@ -566,7 +584,7 @@ class RootIndex:
         """The manifest: schema version and root (and the device and inode of the directory
         the index is made from), plus ``extra`` fields (JSON values)."""
         manifest: dict[str, object] = {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": cache_mod.SCHEMA_VERSION,
             "root": _b64(self.root_path),
             "root_display": display(self.root_path),
         }
