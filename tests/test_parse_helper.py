@@ -169,3 +169,24 @@ def test_the_wire_refuses_what_it_did_not_ask_for(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         read_frame(r, 1000)  # (ended inside a frame)
     os.close(r)
+
+
+def test_a_helper_gets_none_of_the_servers_environment_but_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bearer token's variable (``serve --auth-token-env``), or any other, stays with the
+    server: the helper is started with PYTHONPATH, PATH and the locale only."""
+    from support import MARKER
+
+    monkeypatch.setenv("ROOTGREP_TOKEN", MARKER)
+    monkeypatch.delenv("ROOTGREP_PARSE_HELPER", raising=False)
+    helper = ParseHelper.start()
+    assert helper is not None
+    try:
+        environ = Path(f"/proc/{helper.proc.pid}/environ").read_bytes()
+        assert MARKER.encode() not in environ and b"PYTHONPATH=" in environ
+        helper.send([(b"a.py", b"def f():\n    pass\n")])
+        assert helper.receive() == [(["f"], symbol_fields(b"a.py", b"def f():\n    pass\n")[1])]
+    finally:
+        helper.close()
+    assert helper.proc.poll() is not None

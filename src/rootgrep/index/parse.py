@@ -288,8 +288,13 @@ class ParseHelper:
             import subprocess
 
             here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-            env = dict(os.environ)  # (the same package as this process's, wherever it is)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, (here, env.get("PYTHONPATH"))))
+            # (the same package as this process's, wherever it is; nothing else of this
+            # process's environment: a bearer token's variable, say, stays here)
+            path = os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))
+            env = {"PYTHONPATH": path}
+            for name in ("PATH", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE"):
+                if name in os.environ:
+                    env[name] = os.environ[name]
             proc = subprocess.Popen(
                 [sys.executable, "-m", "rootgrep.index.parse"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
