@@ -399,3 +399,40 @@ def test_a_daemon_answers_grep_once_its_build_has_committed_the_trigrams(tmp_pat
     finally:
         go.touch()
         stop(daemon)
+
+
+FAILED_BUILD = (  # (once the daemon has said it answers grep: when ROOTGREP_TEST_GO exists)
+    "import os, sys, time; from rootgrep.index.store import RootIndex\n"
+    "def failed(self, *a, **k):\n"
+    "    while not os.path.exists(os.environ['ROOTGREP_TEST_GO']): time.sleep(0.02)\n"
+    "    raise OSError(28, 'No space left on device')\n"
+    "RootIndex._complete_locked = failed\n"
+    "from rootgrep.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_a_daemon_says_when_its_build_failed_after_the_trigrams(tmp_path: Path) -> None:
+    """Found by review: a build failing in its second commit (a full disk) was said to be
+    "(built)"; grep in other processes then scans live, as the daemon's index is off."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    go = tmp_path / "go"
+    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache), "ROOTGREP_TEST_GO": str(go)}
+    daemon = subprocess.Popen([sys.executable, "-c", FAILED_BUILD, "daemon", str(tree)], env=env,
+                              text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    assert daemon.stderr is not None
+    try:
+        said = []
+        while "watching" not in (line := daemon.stderr.readline()):
+            said.append(line)
+            assert line, f"the daemon exited: {''.join(said)}"
+        assert any("grep answered from it now" in s for s in said), said
+        go.touch()
+        while not (line := daemon.stderr.readline()).startswith(f"{tree}: off ("):
+            said.append(line)
+            assert line, f"the daemon exited: {''.join(said)}"
+        assert "failed" in line and "No space left on device" in line and "(built)" not in line
+        stats = same_as_rg(cache, WORD, str(tree))
+        assert "searched by live" in stats, stats
+    finally:
+        stop(daemon)

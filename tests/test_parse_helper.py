@@ -190,3 +190,86 @@ def test_a_helper_gets_none_of_the_servers_environment_but_what_it_needs(
     finally:
         helper.close()
     assert helper.proc.poll() is not None
+
+
+def test_a_helped_build_works_with_the_helpers_fds_over_1023(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by review: the helper's pipes were waited on with ``select``, which refuses an
+    fd over 1023: in a process holding that many (a server with many roots and clients),
+    every build of a large tree failed."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard fd limit is {hard}")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        tree = code_tree(tmp_path / "tree")
+        with caplog.at_level("WARNING", logger="rootgrep.index"):
+            got, used = built(tmp_path, "many-fds", tree)
+        assert used and "lost" not in caplog.text  # (it parsed: not given up)
+    finally:
+        for fd in held:
+            os.close(fd)
+        if soft != resource.RLIM_INFINITY and soft < 1200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    monkeypatch.setenv("ROOTGREP_PARSE_HELPER", "0")
+    assert got == built(tmp_path, "alone", tree)[0]
+
+
+def test_many_tiny_files_with_long_paths_keep_requests_and_the_queue_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, helped: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by review: a chunk was closed by its text alone, so thousands of tiny files with
+    long paths made a request past the helper's limit (the helper was lost) and held a queue
+    as long as the tree."""
+    tree = tmp_path / "tree"
+    deep = tree.joinpath(*["d" * 60] * 3)
+    deep.mkdir(parents=True)
+    for i in range(3000):
+        (deep / f"{'n' * 80}_{i}.py").write_text(f"x{i}=1\n")
+    sizes: list[int] = []
+    real_send = ParseHelper.send
+
+    def send(self: ParseHelper, files: list[tuple[bytes, bytes]]) -> None:
+        sizes.append(len(encode_request(files)))
+        real_send(self, files)
+
+    monkeypatch.setattr(ParseHelper, "send", send)
+    longest = {"queue": 0}
+    real_add = parse_mod.SharedParse.add
+
+    def add(self: Any, item: Any, rel: bytes, data: bytes) -> None:
+        real_add(self, item, rel, data)
+        longest["queue"] = max(longest["queue"], len(self.queue))
+
+    monkeypatch.setattr(parse_mod.SharedParse, "add", add)
+    with caplog.at_level("WARNING", logger="rootgrep.index"):
+        got, used = built(tmp_path, "tiny", tree)
+    assert used and sizes and "lost" not in caplog.text
+    chunk = parse_mod.CHUNK_BYTES  # (16 KiB here)
+    assert max(sizes) <= chunk + 4096  # (one file's weight past the chunk at most)
+    assert longest["queue"] <= 2 * chunk // parse_mod.FILE_WEIGHT + 2
+    assert sum(1 for s in got.values() if s) == 3000
+
+
+def test_a_helper_whose_build_goes_away_ends_quietly(tmp_path: Path) -> None:
+    """Found by review: a helper answering a build that had closed its pipes (Ctrl-C, a
+    cancel) printed a BrokenPipeError traceback on the user's terminal."""
+    import subprocess
+
+    env = {"PYTHONPATH": str(Path(parse_mod.__file__).parents[2])}
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-m", "rootgrep.index.parse"], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        assert p.stdin is not None and p.stdout is not None and p.stderr is not None
+        files = [(f"f{i}.py".encode(), b"def f():\n    pass\n" * 200) for i in range(50)]
+        write_frame(p.stdin.fileno(), encode_request(files))
+        p.stdout.close()  # (gone before the answer is written)
+        p.stdin.close()
+        assert p.wait(30) == 0
+        assert p.stderr.read() == b""
+        p.stderr.close()

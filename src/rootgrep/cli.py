@@ -848,7 +848,8 @@ def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
         while not stop.wait(0.25 if building else 1.0):
             for r, ix in [b for b in building if b[1].built.is_set()]:
                 building.remove((r, ix))
-                print(f"{os.fsdecode(r.path)}: {ix.state} (built)", file=sys.stderr, flush=True)
+                how = "built" if ix.error is None else f"failed: {ix.error}"
+                print(f"{os.fsdecode(r.path)}: {ix.state} ({how})", file=sys.stderr, flush=True)
         return 0
     finally:
         answers.close()

@@ -46,10 +46,16 @@ SymbolFields = tuple[list[str], bytes | None]
 CHUNK_BYTES = 1 << 20  # a chunk of files handed over at once (their text)
 # a file parsed by the helper is at most this large (larger ones are not parsed anyway)
 MAX_FILE = symbols.MAX_PARSE_BYTES
-MAX_REQUEST = CHUNK_BYTES + MAX_FILE + (1 << 20)  # (a chunk is closed past CHUNK_BYTES)
+# (a chunk is closed once its weight passes CHUNK_BYTES: its last file, with its path of at
+# most a few KiB, may pass it by up to MAX_FILE)
+MAX_REQUEST = CHUNK_BYTES + MAX_FILE + (1 << 20)
 MAX_REPLY = 8 * MAX_REQUEST  # (names and symbols of a chunk: far less than its text)
 REPLY_SECONDS = 60.0  # a helper silent this long after a request is given up
 HELPER_MIN_BYTES = 8 << 20  # less text to parse than this: not worth a process's start
+# what a queued file counts for besides its text: its path's bytes plus this (the request's
+# framing, and the item, tuple and stat result held for it), so neither a request nor the
+# queue grows past its bound with many tiny files or long paths
+FILE_WEIGHT = 256
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
@@ -181,21 +187,26 @@ def decode_reply(payload: bytes, want: int) -> list[SymbolFields]:
     return out
 
 
+def _ready(fd: int, writing: bool, seconds: float) -> bool:
+    """Whether ``fd`` can be read (or written) without blocking, waiting up to ``seconds``
+    (``poll``: ``select`` refuses an fd over 1023, which a server holding many roots and
+    connections reaches). A hung-up or failed fd counts as ready: its read or write says
+    why."""
+    import select
+
+    p = select.poll()
+    p.register(fd, select.POLLOUT if writing else select.POLLIN)
+    return bool(p.poll(max(int(seconds * 1000), 0)))
+
+
 def _wait(fd: int, writing: bool, deadline: float | None) -> None:
     """Until ``fd`` can be read (or written) without blocking; past ``deadline`` (monotonic
     seconds), ``TimeoutError``."""
     if deadline is None:
         return
-    import select
     import time
 
-    left = deadline - time.monotonic()
-    ready = (
-        select.select([], [fd], [], max(left, 0))[1]
-        if writing
-        else select.select([fd], [], [], max(left, 0))[0]
-    )
-    if not ready:
+    if not _ready(fd, writing, deadline - time.monotonic()):
         raise TimeoutError("the other side stalled")
 
 
@@ -250,12 +261,18 @@ def serve() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a terminal's Ctrl-C is the build's)
-    while True:
-        payload = read_frame(0, MAX_REQUEST)
-        if payload is None:
-            return
-        files = decode_request(payload)
-        write_frame(1, encode_reply([symbol_fields(rel, data) for rel, data in files]))
+    try:
+        while True:
+            payload = read_frame(0, MAX_REQUEST)
+            if payload is None:
+                return
+            files = decode_request(payload)
+            write_frame(1, encode_reply([symbol_fields(rel, data) for rel, data in files]))
+    except (BrokenPipeError, ConnectionResetError):  # (the build ended, or gave it up)
+        return
+    except ValueError as e:  # (a malformed request: said in one line, no traceback)
+        print(f"rootgrep parse helper: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 class HelperGone(Exception):
@@ -271,7 +288,7 @@ class ParseHelper:
         self.out = proc.stdin.fileno()
         self.back = proc.stdout.fileno()
         self.waiting = 0  # files of the request in flight (0: idle)
-        # (non-blocking: a write or read that would block waits in ``select``, so each
+        # (non-blocking: a write or read that would block waits in ``poll``, so each
         # frame's deadline holds however the helper stalls)
         os.set_blocking(self.out, False)
         os.set_blocking(self.back, False)
@@ -310,16 +327,14 @@ class ParseHelper:
         assert not self.waiting and files
         try:
             write_frame(self.out, encode_request(files), time.monotonic() + REPLY_SECONDS)
-        except OSError as e:  # (TimeoutError included)
+        except (OSError, ValueError) as e:  # (TimeoutError included)
             raise HelperGone(f"writing to it: {e}") from None
         self.waiting = len(files)
 
     def ready(self) -> bool:
         """Whether the answer to the request in flight can be read now (or the helper is
         gone: then ``receive`` says so at once)."""
-        import select
-
-        return bool(self.waiting) and bool(select.select([self.back], [], [], 0)[0])
+        return bool(self.waiting) and _ready(self.back, False, 0)
 
     def receive(self) -> list[SymbolFields]:
         """The fields of the request's files, in its order (waits for them)."""
@@ -348,6 +363,11 @@ class ParseHelper:
             self.proc.wait()
 
 
+def _weight(rel: bytes, data: bytes) -> int:
+    """What a file counts for in a chunk and in the queue (``FILE_WEIGHT``)."""
+    return len(data) + len(rel) + FILE_WEIGHT
+
+
 class SharedParse(Generic[T]):
     """Files whose symbols are parsed on this thread or by a helper, both kept busy: the files
     a helper would parse (``parsed_by_helper``) queue up; whenever the helper is idle it is
@@ -355,13 +375,14 @@ class SharedParse(Generic[T]):
     two chunks this thread parses from its back, one file at a time, looking at the helper
     between files. ``done(item, fields)`` hears each file's fields once known: not in the
     order given. Without a helper (or once it is lost) every file is parsed here. At most
-    three chunks of text are held (two queued, one with the helper)."""
+    three chunks are held (two queued, one with the helper), each of about ``CHUNK_BYTES``
+    of weight (``_weight``: a file's text, its path and ``FILE_WEIGHT``)."""
 
     def __init__(self, done: Callable[[T, SymbolFields], None], helper: ParseHelper | None):
         self.done = done
         self.helper = helper
         self.queue: collections.deque[tuple[T, bytes, bytes]] = collections.deque()
-        self.size = 0  # the text queued
+        self.size = 0  # the weight queued (``_weight``)
         self.sent: list[tuple[T, bytes, bytes]] | None = None  # the helper's (in flight)
         self.by_helper = 0  # files the helper parsed (for the tests and the figures)
 
@@ -370,7 +391,7 @@ class SharedParse(Generic[T]):
             self.done(item, symbol_fields(rel, data))
             return
         self.queue.append((item, rel, data))
-        self.size += len(data)
+        self.size += _weight(rel, data)
         self._pump(last=False)
         while self.size > 2 * CHUNK_BYTES or (self.helper is None and self.queue):
             self._here_one()
@@ -404,7 +425,7 @@ class SharedParse(Generic[T]):
         chunk, size = [], 0
         while self.queue and size < CHUNK_BYTES:
             chunk.append(self.queue.popleft())
-            size += len(chunk[-1][2])
+            size += _weight(chunk[-1][1], chunk[-1][2])
         self.size -= size
         try:
             self.helper.send([(rel, data) for _, rel, data in chunk])
@@ -428,7 +449,7 @@ class SharedParse(Generic[T]):
 
     def _here_one(self) -> None:
         item, rel, data = self.queue.pop()
-        self.size -= len(data)
+        self.size -= _weight(rel, data)
         self.done(item, symbol_fields(rel, data))
 
     def _here(self, chunk: list[tuple[T, bytes, bytes]]) -> None:
