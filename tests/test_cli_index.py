@@ -64,8 +64,14 @@ def split_stats(out: bytes) -> tuple[bytes, str]:
 
 def start_daemon(tree: Path, cache: Path, *, slow_fold: bool) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-c", SLOW_FOLD] if slow_fold else [ROOTGREP]
-    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache)}
-    daemon = subprocess.Popen([*cmd, "daemon", str(tree)], env=env, text=True,
+    daemon, seen = watching([*cmd, "daemon", str(tree)], {**ENV, "ROOTGREP_CACHE_DIR": str(cache)})
+    assert not any("scans it live" in s for s in seen), seen  # it serves its index
+    return daemon
+
+
+def watching(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[str], list[str]]:
+    """A daemon started, once it says it is watching; and the lines it said before."""
+    daemon = subprocess.Popen(argv, env=env, text=True,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     assert daemon.stderr is not None
     seen = []
@@ -74,8 +80,7 @@ def start_daemon(tree: Path, cache: Path, *, slow_fold: bool) -> subprocess.Pope
         if not line:
             stop(daemon)
             raise AssertionError(f"the daemon exited: {''.join(seen)}")
-    assert not any("scans it live" in s for s in seen), seen  # it serves its index
-    return daemon
+    return daemon, seen
 
 
 def same_as_rg(cache: Path, *args: str, cwd: Path | None = None) -> str:
@@ -360,78 +365,63 @@ def test_a_daemon_answering_no_candidate_still_says_its_files_were_there(
         assert stop(daemon, 15) == 0
 
 
-# a daemon whose build's second commit (words and symbols) waits until a file named by
-# ROOTGREP_TEST_GO exists: grep must be answered from its index meanwhile
+# the second commit (words and symbols) of a daemon's build, held until the file named by
+# ROOTGREP_TEST_GO exists, then done as ``then`` says: grep must be answered meanwhile
 HELD_BUILD = (
-    "import os, sys, time; from rootgrep.index.store import RootIndex; "
+    "import os, sys, time; from rootgrep.index.store import RootIndex\n"
     "real = RootIndex._complete_locked\n"
     "def held(self, *a, **k):\n"
     "    while not os.path.exists(os.environ['ROOTGREP_TEST_GO']): time.sleep(0.02)\n"
+    "    if os.environ['ROOTGREP_TEST_THEN'] == 'fail':\n"
+    "        raise OSError(28, 'No space left on device')\n"
     "    return real(self, *a, **k)\n"
     "RootIndex._complete_locked = held\n"
     "from rootgrep.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 
 
+def held_daemon(tmp_path: Path, then: str) -> tuple[Path, Path, Path, subprocess.Popen[str]]:
+    """A daemon over ``make_tree`` whose build's second commit is held (``HELD_BUILD``), once
+    it says it is watching and that it answers grep: (tree, cache, the go file, daemon)."""
+    tree = make_tree(tmp_path)
+    cache, go = tmp_path / "cache", tmp_path / "go"
+    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache), "ROOTGREP_TEST_GO": str(go),
+           "ROOTGREP_TEST_THEN": then}  # fmt: skip
+    daemon, seen = watching([sys.executable, "-c", HELD_BUILD, "daemon", str(tree)], env)
+    assert any("building" in s and "grep answered from it now" in s for s in seen), seen
+    return tree, cache, go, daemon
+
+
+def next_line(daemon: subprocess.Popen[str], starting: str) -> str:
+    assert daemon.stderr is not None
+    while not (line := daemon.stderr.readline()).startswith(starting):
+        assert line, "the daemon exited"
+    return line
+
+
 def test_a_daemon_answers_grep_once_its_build_has_committed_the_trigrams(tmp_path: Path) -> None:
     """Found by review: the daemon waited for its whole build (words and symbols too) before
     it answered other processes' grep."""
-    tree = make_tree(tmp_path)
-    cache = tmp_path / "cache"
-    go = tmp_path / "go"
-    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache), "ROOTGREP_TEST_GO": str(go)}
-    daemon = subprocess.Popen([sys.executable, "-c", HELD_BUILD, "daemon", str(tree)], env=env,
-                              text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    assert daemon.stderr is not None
+    tree, cache, go, daemon = held_daemon(tmp_path, "finish")
     try:
-        seen = []
-        while "watching" not in (line := daemon.stderr.readline()):
-            seen.append(line)
-            assert line, f"the daemon exited: {''.join(seen)}"
-        assert any("building" in s and "grep answered from it now" in s for s in seen), seen
         stats = same_as_rg(cache, WORD, str(tree))
         assert "searched by index: the index of" in stats, stats
         go.touch()  # (the second commit goes on)
-        while "(built)" not in (line := daemon.stderr.readline()):
-            assert line, "the daemon exited"
-        assert "ready" in line
+        assert next_line(daemon, f"{tree}: ") == f"{tree}: ready (built)\n"
         assert "searched by index" in same_as_rg(cache, WORD, str(tree))
     finally:
         go.touch()
         stop(daemon)
 
 
-FAILED_BUILD = (  # (once the daemon has said it answers grep: when ROOTGREP_TEST_GO exists)
-    "import os, sys, time; from rootgrep.index.store import RootIndex\n"
-    "def failed(self, *a, **k):\n"
-    "    while not os.path.exists(os.environ['ROOTGREP_TEST_GO']): time.sleep(0.02)\n"
-    "    raise OSError(28, 'No space left on device')\n"
-    "RootIndex._complete_locked = failed\n"
-    "from rootgrep.cli import main; sys.exit(main(sys.argv[1:]))"
-)
-
-
 def test_a_daemon_says_when_its_build_failed_after_the_trigrams(tmp_path: Path) -> None:
     """Found by review: a build failing in its second commit (a full disk) was said to be
     "(built)"; grep in other processes then scans live, as the daemon's index is off."""
-    tree = make_tree(tmp_path)
-    cache = tmp_path / "cache"
-    go = tmp_path / "go"
-    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache), "ROOTGREP_TEST_GO": str(go)}
-    daemon = subprocess.Popen([sys.executable, "-c", FAILED_BUILD, "daemon", str(tree)], env=env,
-                              text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    assert daemon.stderr is not None
+    tree, cache, go, daemon = held_daemon(tmp_path, "fail")
     try:
-        said = []
-        while "watching" not in (line := daemon.stderr.readline()):
-            said.append(line)
-            assert line, f"the daemon exited: {''.join(said)}"
-        assert any("grep answered from it now" in s for s in said), said
         go.touch()
-        while not (line := daemon.stderr.readline()).startswith(f"{tree}: off ("):
-            said.append(line)
-            assert line, f"the daemon exited: {''.join(said)}"
-        assert "failed" in line and "No space left on device" in line and "(built)" not in line
+        line = next_line(daemon, f"{tree}: ")
+        assert line.startswith(f"{tree}: off (failed: ") and "No space left on device" in line
         stats = same_as_rg(cache, WORD, str(tree))
         assert "searched by live" in stats, stats
     finally:
