@@ -67,9 +67,16 @@ def _start_daemon(tree: str, cache: str, env: dict[str, str]) -> subprocess.Pope
     daemon = subprocess.Popen(cmd, env=env, text=True, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)  # fmt: skip
     assert daemon.stderr is not None
+    building = False
     while "watching" not in (line := daemon.stderr.readline()):
         if not line:
             raise SystemExit("the rootgrep daemon exited before it was ready")
+        building = building or "grep answered from it now" in line
+    # (it answers grep from its build's first commit on: the timings wait for the second,
+    # whose parse would share the machine with them)
+    while building and not ("(built)" in line or "(failed" in line):
+        if not (line := daemon.stderr.readline()):
+            raise SystemExit("the rootgrep daemon exited before its build was done")
     return daemon
 
 
