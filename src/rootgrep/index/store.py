@@ -45,7 +45,7 @@ from tantivy import (
     Tokenizer,
 )
 
-from .. import confine, symbols
+from .. import confine, memory, symbols
 from ..confine import Beneath, display
 from ..errors import RootgrepError
 from ..grep import DEFAULT_MAX_FILE_SIZE, cut_around, text_of
@@ -823,6 +823,10 @@ class RootIndex:
                         stats.grep_ready_ms = stats.elapsed_ms
                         if grep_ready is not None:
                             grep_ready()
+                    # the first commit's indexing memory, freed, given back before the second
+                    # fills its own (glibc keeps it otherwise: at 100k files the second commit's
+                    # peak was 28 MB higher, the first's 150 MB held through all of it)
+                    memory.malloc_trim()
                     # (started again while another process's sync lands in between)
                     self._again(lambda: self._complete_locked(fs, stats, completing, cancelled))
                     stats.files = self.file_count
