@@ -183,10 +183,12 @@ def test_a_helper_gets_none_of_the_servers_environment_but_what_it_needs(
     helper = ParseHelper.start()
     assert helper is not None
     try:
-        environ = Path(f"/proc/{helper.proc.pid}/environ").read_bytes()
-        assert MARKER.encode() not in environ and b"PYTHONPATH=" in environ
         helper.send([(b"a.py", b"def f():\n    pass\n")])
         assert helper.receive() == [(["f"], symbol_fields(b"a.py", b"def f():\n    pass\n")[1])]
+        # (read once it has answered: right after its start, the kernel may not have set up
+        # its environment yet, and /proc says nothing of it)
+        environ = Path(f"/proc/{helper.proc.pid}/environ").read_bytes()
+        assert MARKER.encode() not in environ and b"PYTHONPATH=" in environ
     finally:
         helper.close()
     assert helper.proc.poll() is not None
