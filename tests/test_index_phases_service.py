@@ -105,7 +105,41 @@ def test_find_symbol_drops_stored_definitions_under_a_renamed_directory(
             res = service.find_symbol([r], Token(), name="stable_api")
             return [s.path for s in res.symbols]
 
-        until(lambda: found() == ["moved/api.py"], 10)  # (the watcher marks both folders)
+        until(lambda: found() == ["moved/api.py"])  # (the watcher marks both folders)
         assert found() == ["moved/api.py"]
         res = service.find_symbol([r], Token(), name="other2_renamed")  # (a bare file: live)
         assert [s.path for s in res.symbols] == ["other2.py"]
+
+
+def test_find_symbol_during_a_build_parses_only_the_files_that_may_hold_the_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found reading the change: every bare file in scope was read and tested at each call
+    (the whole tree, on a first build); the index's trigrams already say which may hold the
+    name."""
+    from rootgrep.service.symbols import Symbols
+
+    top = tmp_path / "root"
+    (top / "src").mkdir(parents=True)
+    (top / "src" / "shapes.py").write_text("class Shape:\n    pass\n")
+    (top / "src" / "use.py").write_text("from shapes import Shape\n")
+    for i in range(60):
+        (top / "src" / f"filler{i}.py").write_text(f"def filler{i}():\n    return {i}\n")
+    parsed: list[bytes] = []
+    real = Symbols._parse_one
+
+    def counted(self: Symbols, r: Root, rel: bytes, *a: Any) -> Any:
+        parsed.append(rel)
+        return real(self, r, rel, *a)
+
+    monkeypatch.setattr(Symbols, "_parse_one", counted)
+    with held_build(monkeypatch, top, tmp_path / "cache", watch=True) as (r, manager, ix, _):
+        assert ix.index is not None and ix.index.entries.bare == 62
+        service = Service([r], Settings(), indexes=manager)
+        for name, exact, want in (("Shape", True, ["src/shapes.py"]),
+                                  ("shape", False, ["src/shapes.py"]),
+                                  ("filler7", True, ["src/filler7.py"])):  # fmt: skip
+            parsed.clear()
+            res = service.find_symbol([r], Token(), name=name, exact=exact)
+            assert [s.path for s in res.symbols] == want
+            assert len(parsed) <= 2 and set(parsed) >= {w.encode() for w in want}, parsed

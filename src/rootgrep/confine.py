@@ -818,9 +818,8 @@ def read_searchable_at(dirfd: int, name: bytes, max_file_size: int) -> bytes | N
     A large file's first 8 KiB are read alone (``pread``: the file is then read whole from
     its start, into one buffer, not joined from two), so a binary file is never read in
     full."""
-    got = read_searchable_into(dirfd, name, max_file_size, None)
-    assert not isinstance(got, memoryview)  # (no buffer given: bytes of its own)
-    return got
+    got = read_searchable_stat_at(dirfd, name, max_file_size)
+    return None if got is None else got[0]
 
 
 # ---- change notification on a confined directory fd ------------------------------------------

@@ -751,7 +751,8 @@ class IndexManager:
         ended (built, failed or stopped)."""
         ix = self._roots.get(root_path)
         while ix is not None and not ix.built.wait(0.05) and not ix.grep_first:
-            pass
+            if ix.stop.is_set():  # (stopped before either: nothing to wait for)
+                return
 
     def reindex(
         self, root: Root, progress: Callable[[int, int | None, str], None] | None = None

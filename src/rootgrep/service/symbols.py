@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from .. import confine
 from ..confine import display
 from ..errors import InvalidArgument, NotAFile, RootgrepError
+from ..index.plan import plan
 from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
@@ -135,13 +136,18 @@ class Symbols(ServiceBase):
             dirty = ix.dirty_snapshot()
             marked = frozenset(dirty)  # (a renamed or removed directory is marked itself:
             # the stored symbols of the files below it, under their old paths, may be stale)
-            dirty |= {p for p in bare() if not _outside(p, scope)}
+            waiting = bare()
+            if waiting:  # (only those whose trigrams say they may hold the name: the index
+                # answers that much already, so a call during a build reads a few files,
+                # not the whole tree)
+                may = ix.index.candidates(plan(name, regex=False, case_sensitive=exact))
+                dirty |= set(waiting).intersection(p for p in may if not _outside(p, scope))
             for rel, sym in ix.index.find_symbols(
                 name, exact=exact, limit=MAX_SYMBOL_HITS
             ):  # (already in the index's own paths)
                 if rel in dirty or (place and not rel.startswith(place + b"/")):
                     continue
-                if marked and _below_marked(rel, marked):
+                if marked and _below_any(rel, marked):
                     continue
                 rel = rel[cut:]
                 if _outside(rel, start) or (prune and _below_any(rel, prune)):
@@ -301,16 +307,6 @@ def _may_define(data: bytes, name: str, exact: bool) -> bool:
     if exact:
         return needle in data
     return needle.lower() in data.lower()
-
-
-def _below_marked(rel: bytes, marked: frozenset[bytes]) -> bool:
-    """Whether a directory above ``rel`` is in ``marked`` (one look-up per level)."""
-    i = rel.find(b"/")
-    while i >= 0:
-        if rel[:i] in marked:
-            return True
-        i = rel.find(b"/", i + 1)
-    return False
 
 
 def _outside(rel: bytes, start: bytes) -> bool:
