@@ -59,11 +59,17 @@ def _hidden(path: bytes) -> bool:
     return any(c.startswith(b".") for c in path.split(b"/"))
 
 
+def _py(path: bytes) -> bool:
+    """Whether ``*.py`` selects ``path``: as in a ``.gitignore``, it matches a name at any
+    depth, and a directory it matches takes every file below it (``x.py/c.txt``)."""
+    return any(c.endswith(b".py") for c in path.split(b"/"))
+
+
 async def _check(server: object, tree: dict[bytes, bool]) -> None:
     files = [p for p, is_file in tree.items() if is_file]
     shown = {p: display(p) for p in files}
-    py = sorted(shown[p] for p in files if p.endswith(b".py"))
-    not_py = sorted(shown[p] for p in files if not p.endswith(b".py"))
+    py = sorted(shown[p] for p in files if _py(p))
+    not_py = sorted(shown[p] for p in files if not _py(p))
     visible = {display(p) for p in tree if not _hidden(p)}
     async with connect(server, "legacy") as c:
         r = await c.call_tool("find_files", {"pattern": "*.py", "hidden": True})
@@ -132,7 +138,17 @@ def test_odd_names_through_every_globbing_tool(served, tree: dict[bytes, bool]) 
 
 
 @pytest.mark.parametrize(
-    "name", [b"caf\xe9.py", b"\xed\xa0\x80.py", b"a\nb/x.py", b"x\n.py", b"\xff/\xfe.py"]
+    "name",
+    [
+        b"caf\xe9.py",
+        b"\xed\xa0\x80.py",
+        b"a\nb/x.py",
+        b"x\n.py",
+        b"\xff/\xfe.py",
+        b".py/_.txt",
+        b"x.py/c.txt",
+        b"a\n.py/b.txt",
+    ],
 )
 def test_fixed_odd_names(served, name: bytes) -> None:  # type: ignore[no-untyped-def]
     tree: dict[bytes, bool] = {}
