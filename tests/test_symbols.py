@@ -1050,3 +1050,44 @@ def test_without_signatures_the_same_symbols(path: str, source: str) -> None:
             ("InTab", "class", "tabbed"),
             ("flat", "function", None),
         ]
+
+
+def test_a_parse_stopped_past_its_deadline_still_finishes():
+    """The deadline is the parsing thread's CPU time: a process stopped (SIGSTOP, a suspend)
+    or starved mid-parse for longer than ``PARSE_TIMEOUT_SECONDS`` still gets the file's
+    symbols (before, a wall-clock deadline stored such a file with none, until it changed).
+    The child parses one large file over and over; the stop lands in one of the parses."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    child = (
+        "import sys, time\n"
+        "from rootgrep import symbols\n"
+        "src = b''.join(b'def f%d(x):\\n    return x + 1\\n' % i for i in range(60000))\n"
+        "src = src[: src.rfind(b'\\n', 0, symbols.MAX_PARSE_BYTES) + 1]\n"
+        "symbols.extract(b'warm.py', b'def g(): pass\\n')\n"  # (the grammar loaded before)
+        "print('go', flush=True)\n"
+        "for _ in range(5):\n"
+        "    t = time.monotonic()\n"
+        "    found = symbols.extract(b'big.py', src)\n"
+        "    print(len(found), time.monotonic() - t, flush=True)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True) as p:
+        try:
+            assert p.stdout is not None
+            assert p.stdout.readline().strip() == "go"
+            time.sleep(0.1)  # (within the first parses)
+            os.kill(p.pid, signal.SIGSTOP)
+            time.sleep(symbols.PARSE_TIMEOUT_SECONDS + 1.0)  # (past the deadline in wall time)
+            os.kill(p.pid, signal.SIGCONT)
+            runs = [line.split() for line in p.stdout]
+            assert p.wait(timeout=120) == 0
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert len(runs) == 5
+    # the stop came during a parse (so the test means something), and no parse was cut short
+    assert max(float(wall) for _, wall in runs) > symbols.PARSE_TIMEOUT_SECONDS
+    assert [int(count) for count, _ in runs] == [symbols.MAX_SYMBOLS] * 5

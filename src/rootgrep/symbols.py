@@ -17,8 +17,11 @@ Caps (each keeps one file from costing more than a bounded amount):
 - `MAX_PARSE_BYTES` (2 MiB): a larger file is not parsed (`extract` returns []).
 - `MAX_AVERAGE_LINE` (10,000 characters): a file whose lines average longer is taken for
   minified or generated and not parsed ([]).
-- `PARSE_TIMEOUT_SECONDS` (2 s): tree-sitter 0.26 has no timeout setting, so the parse runs
-  with a progress callback that halts it past the deadline; a halted parse gives [].
+- `PARSE_TIMEOUT_SECONDS` (2 s of the parsing thread's CPU time): tree-sitter 0.26 has no
+  timeout setting, so the parse runs with a progress callback that halts it past the deadline;
+  a halted parse gives []. CPU time, not wall time: a parse whose process was stopped
+  (SIGSTOP, a suspend) or starved by a busy machine for a while is not cut short, so what a
+  file's symbols are does not depend on the load it was parsed under.
 - `MAX_SYMBOLS` (5,000): at most this many symbols per file, the first in source order.
 - `MAX_DEPTH` (64): definitions nested deeper (counting wrappers such as `if` blocks) are
   not looked for, so a pathological nesting cannot exhaust the stack.
@@ -232,7 +235,7 @@ def _parse(language: str, data: bytes) -> tree_sitter.Tree | None:
 def _parse_with(slot: _Slot, language: str, data: bytes) -> tree_sitter.Tree | None:
     parser = slot.parser(language)
     buf, views = slot.buf, slot.views
-    deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
+    deadline = time.thread_time() + PARSE_TIMEOUT_SECONDS  # (the callback runs on this thread)
 
     def read(offset: int, _point: object) -> memoryview:
         chunk = data[offset : offset + _CHUNK]
@@ -244,7 +247,7 @@ def _parse_with(slot: _Slot, language: str, data: bytes) -> tree_sitter.Tree | N
         return view
 
     def past_deadline(_offset: int, _has_error: bool) -> bool:
-        return time.monotonic() > deadline
+        return time.thread_time() > deadline
 
     try:
         return parser.parse(read, progress_callback=past_deadline)
