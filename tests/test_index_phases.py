@@ -216,6 +216,35 @@ def test_a_cancel_between_the_commits_leaves_the_files_for_the_next_sync(tmp_pat
         r.close()
 
 
+def test_the_cli_says_what_an_interrupted_build_left_and_finishes_it(tmp_path: Path) -> None:
+    """``status`` names the files an interrupted build left without their words and symbols;
+    the next ``rootgrep index`` says it added them (before, it said "unchanged, read 0" while
+    it parsed the whole tree, and ``status`` showed a finished index)."""
+    top = tree_of(tmp_path / "root")
+    cache = tmp_path / "cache"
+    r = pin_root(str(top))
+    ix = RootIndex(str(cache), r.path, identity=r.fs.identity())  # (as the CLI opens it)
+    stop = {"now": False}
+    try:
+        ix.sync(r.fs, cancelled=lambda: stop["now"], grep_ready=lambda: stop.update(now=True))
+        assert len(ix.bare_paths()) == len(FILES)
+    finally:
+        ix.close()
+        r.close()
+
+    def cli(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "rootgrep", *args, "--cache-dir", str(cache)],
+                             capture_output=True, check=True, timeout=60)  # fmt: skip
+        return (out.stdout + out.stderr).decode()
+
+    n = len(FILES)
+    assert f"; {n} files without their words and symbols yet" in cli("status")
+    said = cli("index", str(top))
+    assert f"unchanged, read 0; words and symbols added to {n} files an earlier build left" in said
+    assert "without their words" not in cli("status")
+    assert "words and symbols added" not in cli("index", str(top))
+
+
 CHILD = r"""
 import os, signal, sys
 from rootgrep.index.store import RootIndex

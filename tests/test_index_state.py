@@ -309,7 +309,7 @@ def test_status_counts_what_the_state_holds_while_a_compaction_lands(
         monkeypatch.setattr(cache_mod, "read_whole", read_then_compact)
         monkeypatch.setattr(state_mod, "read_whole", read_then_compact)
         (entry,) = writer.cache.entries()
-        files, size, pending, synced_at = entry.summary()
+        files, size, pending, _bare, synced_at = entry.summary()
         assert hooked
         assert (files, size, pending) == (writer.file_count, writer.size_bytes, 0)
         assert synced_at == writer.synced_at

@@ -511,17 +511,48 @@ def _serve(args: argparse.Namespace) -> int:
         for r in roots:
             indexes.activate(r, 0)  # operator roots start building at once, in the background
 
-    if args.transport == "stdio":
-        start()
-        serve_stdio(mcp)
+    try:
+        if args.transport == "stdio":
+            start()
+            serve_stdio(mcp)
+            return 0
+        url = f"http://{args.host}:{args.port}/mcp"
+        print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
+        serve_http(
+            mcp, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host,
+            before_serving=start,
+        )  # fmt: skip
         return 0
-    url = f"http://{args.host}:{args.port}/mcp"
-    print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
-    serve_http(
-        mcp, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host,
-        before_serving=start,
-    )  # fmt: skip
-    return 0
+    finally:
+        _stop_indexes(indexes)
+
+
+SHUTDOWN_SECONDS = 10.0  # how long a server that stops waits for its builds to let go
+
+
+def _stop_indexes(indexes: Any) -> None:
+    """A stopping server's builds, cancelled and waited for (``IndexManager.close``) before
+    the interpreter finalizes: it ends a build's thread found inside native code (tantivy,
+    RE2) by unwinding it, which aborted the process ("terminate called without an active
+    exception", SIGABRT, a core file). Past ``SHUTDOWN_SECONDS`` (a commit that will not end)
+    the process exits at once, without finalizing: the index is crash-safe at any moment."""
+    import threading
+
+    closer = threading.Thread(target=indexes.close, name="rootgrep-shutdown", daemon=True)
+    closer.start()
+    closer.join(SHUTDOWN_SECONDS)
+    if closer.is_alive():
+        import logging
+
+        logging.getLogger("rootgrep").warning(
+            "the index builds did not stop within %.0f s: exiting without them", SHUTDOWN_SECONDS
+        )
+        import contextlib
+
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # (a closed pipe or stream)
+                stream.flush()
+        os._exit(0)
 
 
 SANDBOX_PROBE_ENV = "ROOTGREP_TEST_SANDBOX_PROBE"
@@ -722,6 +753,9 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                     if st.read or st.removed
                     else "unchanged, read 0"
                 )
+                left = st.completed - st.added - st.updated  # (from an interrupted build)
+                if left > 0:
+                    change += f"; words and symbols added to {_files(left)} an earlier build left"
                 took = f"{st.elapsed_ms / 1000:.2f} s"
                 if st.grep_ready_ms is not None:  # (a build: its trigrams committed first)
                     took += f" (ready for grep in {st.grep_ready_ms / 1000:.2f} s)"
@@ -996,12 +1030,18 @@ def _status(args: argparse.Namespace) -> int:
                     f"{c.disk_bytes} bytes on disk"
                 )
                 continue
-            files, text_bytes, pending, when = c.summary()
+            files, text_bytes, pending, bare, when = c.summary()
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)) if when else "never"
             print(
                 f"{c.root_display}: {files} files, {text_bytes} bytes of text, index "
                 f"{c.disk_bytes} bytes on disk, synced {stamp}"
                 + (f", {pending} pending" if pending else "")
+                + (
+                    f"; {bare} files without their words and symbols yet (a build interrupted: "
+                    "grep uses the index, `rootgrep index` adds them)"
+                    if bare
+                    else ""
+                )
             )
     finally:
         pinned.close()

@@ -360,8 +360,9 @@ class CachedIndex:
         self.name = name
         self.schema = schema  # (from its manifest: another version's, unless SCHEMA_VERSION)
 
-    def summary(self) -> tuple[int, int, int, float | None]:
-        """(files indexed, bytes of text, files pending, synced_at) from its state file."""
+    def summary(self) -> tuple[int, int, int, int, float | None]:
+        """(files indexed, bytes of text, files pending, files bare, synced_at) from its state
+        file; a bare file has its trigrams only (a build interrupted between its commits)."""
         from .state import decode_state, read_together  # (state imports this module)
 
         data, journal = None, b""
@@ -380,7 +381,8 @@ class CachedIndex:
         entries, synced_at = decoded or ({}, None)
         indexed = [e for e in entries.values() if e.fid]
         pending = sum(1 for e in entries.values() if e.pending)
-        return len(indexed), sum(e.size for e in indexed), pending, synced_at
+        bare = sum(1 for e in indexed if e.bare)
+        return len(indexed), sum(e.size for e in indexed), pending, bare, synced_at
 
 
 class IndexFolder:

@@ -312,6 +312,9 @@ class SyncStats:
     updated: int = 0
     removed: int = 0
     read: int = 0  # files whose bytes were read (the rest were unchanged)
+    # files given their words and symbols by this sync's second commit: the files it added or
+    # changed, and those an earlier build left without them (interrupted after its first)
+    completed: int = 0
     elapsed_ms: float = 0.0
     # when the index was ready for grep (its trigrams committed), from the sync's start: a
     # build commits every file's words and symbols after that (None: nothing was deferred)
@@ -946,6 +949,7 @@ class RootIndex:
             for entry in changes.values():
                 if entry is not None:
                     entry.pending = False
+                    stats.completed += entry.fid != 0
             final = base.changed(changes)
             self._record(final, self.synced_at, list(changes.items()))
             if self._writer is None:  # (let other processes write between syncs)
