@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -239,10 +240,39 @@ def test_the_cli_says_what_an_interrupted_build_left_and_finishes_it(tmp_path: P
 
     n = len(FILES)
     assert f"; {n} files without their words and symbols yet" in cli("status")
+    # (one of them now binary: no longer indexed, not counted; it was counted out of the
+    # files changed, and one too few was said)
+    (top / "notes.txt").write_bytes(b"\0binary now\0" * 64)
     said = cli("index", str(top))
-    assert f"unchanged, read 0; words and symbols added to {n} files an earlier build left" in said
+    assert f"~1 -0; words and symbols added to {n - 1} files an earlier build left" in said
     assert "without their words" not in cli("status")
     assert "words and symbols added" not in cli("index", str(top))
+
+
+def test_a_cancel_stops_the_second_commit_between_two_files_of_one_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled between two files, not only between directories (one directory of 5,000
+    files took 10 s to stop: the server's shutdown waited all that time)."""
+    files = {f"f{i:03}.py": f"def f{i}():\n    pass\n" for i in range(200)}
+    top = tree_of(tmp_path / "root", files)
+    r = pin_root(str(top))
+    ix = RootIndex(str(tmp_path / "cache"), r.path)
+    second, read = threading.Event(), []
+    real = store_mod.text_of
+
+    def counted(data: bytes) -> str:  # (what the second commit does with each file it reads)
+        if second.is_set():
+            read.append(1)
+        return real(data)
+
+    monkeypatch.setattr(store_mod, "text_of", counted)
+    try:
+        ix.sync(r.fs, cancelled=lambda: len(read) >= 3, grep_ready=second.set)
+        assert len(read) == 3 and len(ix.bare_paths()) == len(files)
+    finally:
+        ix.close()
+        r.close()
 
 
 CHILD = r"""

@@ -511,48 +511,55 @@ def _serve(args: argparse.Namespace) -> int:
         for r in roots:
             indexes.activate(r, 0)  # operator roots start building at once, in the background
 
+    status = 0
     try:
         if args.transport == "stdio":
             start()
             serve_stdio(mcp)
-            return 0
-        url = f"http://{args.host}:{args.port}/mcp"
-        print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
-        serve_http(
-            mcp, host=args.host, port=args.port, token=token, allowed_hosts=args.allowed_host,
-            before_serving=start,
-        )  # fmt: skip
-        return 0
+        else:
+            url = f"http://{args.host}:{args.port}/mcp"
+            print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
+            serve_http(
+                mcp, host=args.host, port=args.port, token=token,
+                allowed_hosts=args.allowed_host, before_serving=start,
+            )  # fmt: skip
+    except KeyboardInterrupt:
+        status = 130
+        raise
     finally:
-        _stop_indexes(indexes)
+        _stop_indexes(indexes, status)
+    return 0
 
 
 SHUTDOWN_SECONDS = 10.0  # how long a server that stops waits for its builds to let go
 
 
-def _stop_indexes(indexes: Any) -> None:
+def _stop_indexes(indexes: Any, status: int) -> None:
     """A stopping server's builds, cancelled and waited for (``IndexManager.close``) before
     the interpreter finalizes: it ends a build's thread found inside native code (tantivy,
     RE2) by unwinding it, which aborted the process ("terminate called without an active
-    exception", SIGABRT, a core file). Past ``SHUTDOWN_SECONDS`` (a commit that will not end)
-    the process exits at once, without finalizing: the index is crash-safe at any moment."""
+    exception", SIGABRT, a core file). Past ``SHUTDOWN_SECONDS`` (a commit that will not end),
+    or at a second Ctrl-C meanwhile, the process exits at once with ``status`` (130 after a
+    Ctrl-C), without finalizing: the index is crash-safe at any moment."""
+    import logging
     import threading
 
     closer = threading.Thread(target=indexes.close, name="rootgrep-shutdown", daemon=True)
     closer.start()
-    closer.join(SHUTDOWN_SECONDS)
-    if closer.is_alive():
-        import logging
+    try:
+        closer.join(SHUTDOWN_SECONDS)
+        if not closer.is_alive():
+            return
+        why = f"the index builds did not stop within {SHUTDOWN_SECONDS:.0f} s"
+    except KeyboardInterrupt:  # (Python's handler raises it here: uvicorn put it back)
+        why, status = "interrupted again while the index builds stopped", 130
+    logging.getLogger("rootgrep").warning("%s: exiting without them", why)
+    import contextlib
 
-        logging.getLogger("rootgrep").warning(
-            "the index builds did not stop within %.0f s: exiting without them", SHUTDOWN_SECONDS
-        )
-        import contextlib
-
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # (a closed pipe or stream)
-                stream.flush()
-        os._exit(0)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # (a closed pipe or stream)
+            stream.flush()
+    os._exit(status)
 
 
 SANDBOX_PROBE_ENV = "ROOTGREP_TEST_SANDBOX_PROBE"
@@ -753,9 +760,10 @@ def _index(args: argparse.Namespace, watch: bool) -> int:
                     if st.read or st.removed
                     else "unchanged, read 0"
                 )
-                left = st.completed - st.added - st.updated  # (from an interrupted build)
-                if left > 0:
-                    change += f"; words and symbols added to {_files(left)} an earlier build left"
+                if st.finished:  # (left by an interrupted build)
+                    change += (
+                        f"; words and symbols added to {_files(st.finished)} an earlier build left"
+                    )
                 took = f"{st.elapsed_ms / 1000:.2f} s"
                 if st.grep_ready_ms is not None:  # (a build: its trigrams committed first)
                     took += f" (ready for grep in {st.grep_ready_ms / 1000:.2f} s)"

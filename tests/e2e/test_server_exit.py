@@ -5,6 +5,16 @@ inside native code (RE2's pybind11 wrapper re-taking the GIL), the unwind aborte
 process: "terminate called without an active exception", SIGABRT (rc -6) and a core file, in
 9 of 12 stdio sessions that ended mid-build on this test's kind of tree. The server now
 cancels its builds and waits for them (``cli._stop_indexes``) before it returns.
+
+A review of that first version found three more ways (the last three tests):
+1. An index a client session released (its build still stopping) was not waited for by
+   ``IndexManager.close``: it walked ``_roots`` only, and a released root moves to
+   ``_leaving``, reaped by a thread of its own. A stdio session with a client root that
+   ended mid-build still aborted (3 of 6).
+2. A second Ctrl-C while the server waited for its builds raised KeyboardInterrupt out of
+   the wait, and the interpreter finalized over the running build (the abort again, 4 of 6
+   HTTP servers given SIGINT twice 0.15 s apart, mid-build). It now exits at once (130).
+3. After SIGINT, a wait that timed out exited with status 0, not 130.
 """
 
 from __future__ import annotations
@@ -15,10 +25,16 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from rootgrep.index.manager import IndexManager
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import pin_root
 
 
 @pytest.fixture(scope="module")
@@ -109,22 +125,113 @@ def test_a_stdio_server_that_quits_mid_build_exits_cleanly(tree: Path, tmp_path:
     assert mid_build > 0  # (some sessions ended mid-build: the test means something)
 
 
-def test_an_http_server_stopped_mid_build_exits_cleanly(tree: Path, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    port = _free_port()
-    p = _serve(tree, cache, "http", port)
+def _serving(p: subprocess.Popen[bytes], port: int) -> None:
+    """Once the HTTP server ``p`` accepts connections (its build started then)."""
     deadline = time.monotonic() + 30
-    while True:  # (until it serves: its build started then)
+    while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return
         except OSError:
             if time.monotonic() > deadline or p.poll() is not None:
                 p.kill()
                 raise AssertionError(_ended(p)) from None
             time.sleep(0.02)
+
+
+def test_an_http_server_stopped_mid_build_exits_cleanly(tree: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    port = _free_port()
+    p = _serve(tree, cache, "http", port)
+    _serving(p, port)
     time.sleep(0.2)
     p.send_signal(signal.SIGINT)
     rc, err = _ended(p)
     assert rc == 130, (rc, err[-2000:])  # (Ctrl-C's status, as documented)
     _left_to_a_resync(tree, cache)  # (it reopens)
+
+
+def test_close_waits_for_an_index_a_session_released_mid_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    top = tmp_path / "root"
+    top.mkdir()
+    (top / "a.py").write_text("def a():\n    pass\n")
+    started, finished = threading.Event(), threading.Event()
+
+    def slow_sync(self: RootIndex, fs: object, **kw: object) -> None:
+        # a build that notices its cancel late (a commit in native code)
+        started.set()
+        cancelled = kw.get("cancelled")
+        while not (callable(cancelled) and cancelled()):
+            time.sleep(0.01)
+        time.sleep(0.5)
+        finished.set()
+
+    monkeypatch.setattr(RootIndex, "sync", slow_sync)
+    r = pin_root(str(top))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        ix = manager.activate(r, 12345)  # a client session's root (the session owns it)
+        assert ix is not None
+        assert started.wait(10)
+        manager.release(r.path, 12345)  # the session ends (``ClientRoots.close``)
+        manager.close()  # what ``cli._stop_indexes`` runs, then the interpreter finalizes
+        alive = [t.name for t in ix.threads if t.is_alive()]
+        assert finished.is_set() and not alive, alive
+    finally:
+        finished.wait(5)
+        r.close()
+
+
+SLOW_CLOSE = textwrap.dedent(
+    """
+    import sys, time
+    import rootgrep.cli as cli
+    from rootgrep.index.manager import IndexManager
+    cli.SHUTDOWN_SECONDS = float(sys.argv[1])
+    real = IndexManager.close
+    def slow_close(self):  # (builds that take a while to let go)
+        time.sleep(2.0)
+        real(self)
+        print("builds let go", file=sys.stderr, flush=True)
+    IndexManager.close = slow_close
+    sys.exit(cli.main(sys.argv[2:]))
+    """
+)
+
+
+def _slow_closing_server(tmp_path: Path, shutdown_seconds: float) -> subprocess.Popen[bytes]:
+    top = tmp_path / "root"
+    top.mkdir()
+    (top / "a.py").write_text("def a():\n    pass\n")
+    port = _free_port()
+    p = subprocess.Popen(
+        [sys.executable, "-c", SLOW_CLOSE, str(shutdown_seconds), "serve", "--transport", "http",
+         "--port", str(port), "--root", str(top), "--cache-dir", str(tmp_path / "cache")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _serving(p, port)
+    return p
+
+
+def test_a_second_ctrl_c_ends_the_wait_for_the_builds_at_once(tmp_path: Path) -> None:
+    p = _slow_closing_server(tmp_path, 10.0)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.5)  # (uvicorn has stopped: the server waits for its builds now)
+    p.send_signal(signal.SIGINT)  # the user presses Ctrl-C again
+    rc, err = _ended(p)
+    assert rc == 130, err[-1500:]
+    # it exited without finalizing (at once, as the second Ctrl-C asks), the wait cut short
+    assert "interrupted again while the index builds stopped" in err, err[-1500:]
+    assert "builds let go" not in err
+
+
+def test_ctrl_c_still_exits_130_when_the_builds_do_not_let_go_in_time(tmp_path: Path) -> None:
+    p = _slow_closing_server(tmp_path, 0.5)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    rc, err = _ended(p)
+    assert "did not stop within" in err, err[-1500:]
+    assert rc == 130, (rc, err[-1500:])  # (Ctrl-C's documented status)

@@ -199,6 +199,10 @@ class IndexManager:
         self._slots = 0  # roots watched now
         self._reaper: threading.Thread | None = None  # alive while uses without owner exist
         self._leaving: dict[bytes, Indexed] = {}  # stopped, still letting go (being reaped)
+        # every index a thread of its own is reaping (``_stop`` without ``wait``): ``close``
+        # waits for them too (a session's root released mid-build is one; ``_leaving`` names
+        # only the newest per path)
+        self._reaping: dict[int, Indexed] = {}  # (by id: an Indexed is not hashable)
         self._wake = threading.Event()
         self._closing = False
 
@@ -387,6 +391,8 @@ class IndexManager:
         if wait:
             self._reap(ix)
         else:  # never block the caller (often the event loop): a thread waits for the work
+            with self._lock:
+                self._reaping[id(ix)] = ix
             threading.Thread(
                 target=self._reap, args=(ix,), name="rootgrep-reap", daemon=True
             ).start()
@@ -407,6 +413,7 @@ class IndexManager:
                     del self._leaving[ix.root_path]
                 for path in [p for p, v in self._views.items() if v.outer is ix]:
                     del self._views[path]  # (its nested roots build their own next time)
+                self._reaping.pop(id(ix), None)
             ix.reaped.set()
 
     def _run_after(self, previous: Indexed | None, ix: Indexed) -> None:
@@ -459,6 +466,10 @@ class IndexManager:
                     continue
                 ix.users = {0}
             self.release(path, 0, wait=True)
+        with self._lock:
+            reaping = list(self._reaping.values())
+        for ix in reaping:  # (stopped before: their builds let go before this returns)
+            ix.reaped.wait()
         self._views.clear()
         if self._hidden is not None:
             confine.unhide(self._hidden)
