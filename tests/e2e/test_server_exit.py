@@ -192,6 +192,7 @@ SLOW_CLOSE = textwrap.dedent(
     cli.SHUTDOWN_SECONDS = float(sys.argv[1])
     real = IndexManager.close
     def slow_close(self):  # (builds that take a while to let go)
+        print("closing", file=sys.stderr, flush=True)
         time.sleep(2.0)
         real(self)
         print("builds let go", file=sys.stderr, flush=True)
@@ -219,7 +220,11 @@ def test_a_second_ctrl_c_ends_the_wait_for_the_builds_at_once(tmp_path: Path) ->
     p = _slow_closing_server(tmp_path, 10.0)
     time.sleep(0.3)
     p.send_signal(signal.SIGINT)
-    time.sleep(0.5)  # (uvicorn has stopped: the server waits for its builds now)
+    assert p.stderr is not None
+    # once uvicorn has stopped and the server waits for its builds (a second SIGINT before
+    # that would be uvicorn's own "force exit")
+    while b"closing" not in p.stderr.readline():
+        assert p.poll() is None
     p.send_signal(signal.SIGINT)  # the user presses Ctrl-C again
     rc, err = _ended(p)
     assert rc == 130, err[-1500:]
