@@ -948,10 +948,7 @@ class RootIndex:
                     writer.delete_documents_by_query(self._fid_query(old.fid))
                     changes[rel] = None
                     stats.removed += 1
-            staging = self._staging(base, changes)
-            staged = base.changed(staging)
-            self._record(staged, self.synced_at, list(staging.items()))
-            del staged
+            self._stage(base, changes)
             writer.commit()
             left = stats.left_bare or ()
             for rel, entry in changes.items():
@@ -990,16 +987,28 @@ class RootIndex:
             carried.rollback()
             carried.wait_merging_threads()
 
+    def _stage(self, base: Entries, changes: Mapping[bytes, Entry | None]) -> None:
+        """The state written before a commit (``_staging``): made, written and let go (a
+        build's is as large as the tree)."""
+        staging = self._staging(base, changes)
+        self._record(base.changed(staging), self.synced_at, list(staging.items()))
+
     @staticmethod
-    def _staging(base: Entries, changes: Mapping[bytes, Entry | None]) -> dict[bytes, Entry]:
+    def _staging(base: Entries, changes: Mapping[bytes, Entry | None]) -> Mapping[bytes, Entry]:
         """The entries a state names before a commit lands (each pending: read again in full
         after a crash, whatever the commit holds). A file the commit stops indexing (gone,
         or now binary: file id 0) keeps its old id until then: after a crash before the
         commit, its documents are still there, and the re-read deletes them by that id (a
         state naming id 0 would leave them in the index for good)."""
+        get = base.get
+        if all(
+            new is not None and ((old := get(rel)) is None or new.fid == old.fid or not old.fid)
+            for rel, new in changes.items()
+        ):  # (the usual case, a build's second commit's: ``changes`` itself, not a copy)
+            return changes  # type: ignore[return-value]
         out: dict[bytes, Entry] = {}
         for rel, new in changes.items():
-            old = base.get(rel)
+            old = get(rel)
             if old is not None and old.fid and (new is None or new.fid != old.fid):
                 out[rel] = Entry(old.fid, *old.key, pending=True)
             elif new is not None:
@@ -1180,10 +1189,7 @@ class RootIndex:
             else:
                 # 1) a state naming every document the commit may hold, new ones pending
                 # (``changed`` raises IndexCorrupt before anything is committed)
-                staging = self._staging(base, changed)
-                staged = base.changed(staging)
-                self._record(staged, self.synced_at, list(staging.items()))
-                del staged  # (a build's: as large as the tree)
+                self._stage(base, changed)
                 if writer is not None:
                     writer.commit()
                 for entry in changed.values():
