@@ -676,7 +676,7 @@ class RootIndex:
         self,
         entries: Mapping[bytes, Entry],
         synced_at: float | None,
-        changes: list[tuple[bytes, Entry | None]],
+        changes: Mapping[bytes, Entry | None],
     ) -> None:
         """Make the state on disk ``entries``: append ``changes`` (what differs from the
         state on disk) to the journal while it has room, else write a snapshot."""
@@ -686,7 +686,7 @@ class RootIndex:
         if len(changes) * ENTRY_BYTES > room or len(changes) * 8 > len(entries):
             self._save_state(entries, synced_at)
             return
-        record = encode_record(at.generation, synced_at, changes)
+        record = encode_record(at.generation, synced_at, changes.items())
         st = self.folder.stat(JOURNAL_FILE)
         on_disk = 0 if st is None else st.st_size
         fits = len(record) <= room
@@ -956,7 +956,7 @@ class RootIndex:
                     entry.pending = False
                     stats.finished += entry.fid != 0 and rel in left
             final = base.changed(changes)
-            self._record(final, self.synced_at, list(changes.items()))
+            self._record(final, self.synced_at, changes)
             if self._writer is None:  # (let other processes write between syncs)
                 writer.wait_merging_threads()
             writer = None
@@ -991,7 +991,7 @@ class RootIndex:
         """The state written before a commit (``_staging``): made, written and let go (a
         build's is as large as the tree)."""
         staging = self._staging(base, changes)
-        self._record(base.changed(staging), self.synced_at, list(staging.items()))
+        self._record(base.changed(staging), self.synced_at, staging)
 
     @staticmethod
     def _staging(base: Entries, changes: Mapping[bytes, Entry | None]) -> Mapping[bytes, Entry]:
@@ -1180,7 +1180,7 @@ class RootIndex:
             synced = time.time() if only is None else self.synced_at
             if not changed and not deleted:
                 if only is None and self.synced_at is None:
-                    self._record(base, synced, [])
+                    self._record(base, synced, {})
                     with self._lock:
                         self.synced_at = synced
                 elif only is None:
@@ -1195,9 +1195,10 @@ class RootIndex:
                 for entry in changed.values():
                     entry.pending = False
                 # 2) the committed state: a new version, in time of the changes
-                gone_now: dict[bytes, Entry | None] = dict.fromkeys(deleted)
-                final = base.changed({**changed, **gone_now})
-                self._record(final, synced, [*changed.items(), *gone_now.items()])
+                now: dict[bytes, Entry | None] = {**changed, **dict.fromkeys(deleted)}
+                final = base.changed(now)
+                self._record(final, synced, now)
+                del now
                 if writer is not None:  # (kept until the state names the commit: a writer
                     if self._writer is None:  # taking it next starts from that state)
                         if final.bare:  # (kept for the second commit: ``_carried``)
