@@ -249,6 +249,48 @@ def test_the_cli_says_what_an_interrupted_build_left_and_finishes_it(tmp_path: P
     assert "words and symbols added" not in cli("index", str(top))
 
 
+KILLED_IN_THE_FIRST_COMMIT = r"""
+import os, signal, sys
+from rootgrep.index.store import RootIndex
+from rootgrep.roots import pin_root
+r = pin_root(sys.argv[1])
+ix = RootIndex(sys.argv[2], r.path, identity=r.fs.identity())  # (as the CLI opens it)
+real = RootIndex._record
+def record(self, *a, **k):
+    real(self, *a, **k)  # the first commit's staged state: every entry pending (and bare)
+    os.kill(os.getpid(), signal.SIGKILL)  # killed before the commit lands
+RootIndex._record = record
+ix.sync(r.fs)
+raise SystemExit("not killed")
+"""
+
+
+def test_a_build_killed_in_its_first_commit_is_not_said_to_have_left_files(
+    tmp_path: Path,
+) -> None:
+    """Nothing of it was committed, and grep does not use that index (its entries pending):
+    ``status`` said N files were left "without their words and symbols" (grep using the
+    index), and the next ``rootgrep index``, reading every file again, said it finished N
+    files an earlier build left (found by a review: pending entries counted as bare)."""
+    top = tree_of(tmp_path / "root")
+    cache = tmp_path / "cache"
+    p = subprocess.run([sys.executable, "-c", KILLED_IN_THE_FIRST_COMMIT, str(top), str(cache)],
+                       capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert p.returncode == -signal.SIGKILL, p.stderr
+
+    def cli(*args: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "rootgrep", *args, "--cache-dir", str(cache)],
+                             capture_output=True, check=True, timeout=60)  # fmt: skip
+        return (out.stdout + out.stderr).decode()
+
+    n = len(FILES)
+    status = cli("status")
+    assert "synced never" in status and f"{n} pending" in status, status
+    said = cli("index", str(top))
+    assert f"~{n} -0" in said, said  # (every file read again in full: pending)
+    assert "without their words" not in status and "earlier build left" not in said
+
+
 def test_a_cancel_stops_the_second_commit_between_two_files_of_one_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

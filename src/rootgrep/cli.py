@@ -541,24 +541,40 @@ def _stop_indexes(indexes: Any, status: int) -> None:
     exception", SIGABRT, a core file). Past ``SHUTDOWN_SECONDS`` (a commit that will not end),
     or at a second Ctrl-C meanwhile, the process exits at once with ``status`` (130 after a
     Ctrl-C), without finalizing: the index is crash-safe at any moment."""
-    import logging
     import threading
 
-    closer = threading.Thread(target=indexes.close, name="rootgrep-shutdown", daemon=True)
-    closer.start()
     try:
-        closer.join(SHUTDOWN_SECONDS)
-        if not closer.is_alive():
-            return
-        why = f"the index builds did not stop within {SHUTDOWN_SECONDS:.0f} s"
-    except KeyboardInterrupt:  # (Python's handler raises it here: uvicorn put it back)
-        why, status = "interrupted again while the index builds stopped", 130
-    logging.getLogger("rootgrep").warning("%s: exiting without them", why)
-    import contextlib
+        try:
+            closer = threading.Thread(target=indexes.close, name="rootgrep-shutdown", daemon=True)
+            closer.start()  # (in the try: a Ctrl-C may come while it waits for the thread)
+            closer.join(SHUTDOWN_SECONDS)
+            if not closer.is_alive():
+                return
+            why = f"the index builds did not stop within {SHUTDOWN_SECONDS:.0f} s"
+        except KeyboardInterrupt:  # (Python's handler raises it here: uvicorn put it back)
+            why, status = "interrupted while the index builds stopped", 130
+    except KeyboardInterrupt:  # (another, in the handler above)
+        why, status = "interrupted while the index builds stopped", 130
+    _exit_now(f"{why}: exiting without them", status)
 
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # (a closed pipe or stream)
-            stream.flush()
+
+def _exit_now(why: str, status: int) -> None:
+    """Say ``why`` on stderr and exit with ``status`` at once, without finalizing; no Ctrl-C
+    stops it on the way (it would finalize the interpreter over a running build)."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        import logging
+
+        logging.getLogger("rootgrep").warning("%s", why)
+        import contextlib
+
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # (a closed pipe or stream)
+                stream.flush()
+    except KeyboardInterrupt:  # (one that came before SIG_IGN took hold)
+        status = 130
     os._exit(status)
 
 

@@ -15,11 +15,19 @@ A review of that first version found three more ways (the last three tests):
    the wait, and the interpreter finalized over the running build (the abort again, 4 of 6
    HTTP servers given SIGINT twice 0.15 s apart, mid-build). It now exits at once (130).
 3. After SIGINT, a wait that timed out exited with status 0, not 130.
+
+A second review found three more (the tests after those): a Ctrl-C while the shutdown
+thread started, or while its warning was logged, still escaped the wait (2 of 6 HTTP
+servers under a flood of SIGINTs aborted); and sessions coming and going on one root at 50
+a second chained indexes, each waiting for the one before it to let go and then still
+opening its index: ``close`` took 15.5 s after 5 s of it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import signal
 import socket
@@ -32,6 +40,8 @@ from pathlib import Path
 
 import pytest
 
+import rootgrep.cli as cli
+from rootgrep.index import manager as manager_mod
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.store import RootIndex
 from rootgrep.roots import pin_root
@@ -229,7 +239,7 @@ def test_a_second_ctrl_c_ends_the_wait_for_the_builds_at_once(tmp_path: Path) ->
     rc, err = _ended(p)
     assert rc == 130, err[-1500:]
     # it exited without finalizing (at once, as the second Ctrl-C asks), the wait cut short
-    assert "interrupted again while the index builds stopped" in err, err[-1500:]
+    assert "interrupted while the index builds stopped" in err, err[-1500:]
     assert "builds let go" not in err
 
 
@@ -240,3 +250,112 @@ def test_ctrl_c_still_exits_130_when_the_builds_do_not_let_go_in_time(tmp_path: 
     rc, err = _ended(p)
     assert "did not stop within" in err, err[-1500:]
     assert rc == 130, (rc, err[-1500:])  # (Ctrl-C's documented status)
+
+
+class _Exited(BaseException):
+    """``os._exit``, in this process: raised with the status it was called with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _stop_indexes_interrupted(monkeypatch: pytest.MonkeyPatch) -> object:
+    """``cli._stop_indexes`` over builds that have not let go (the test interrupts it):
+    the status it exits with, or what went wrong."""
+
+    def exit_now(status: int) -> None:
+        raise _Exited(status)
+
+    class Stuck:
+        let_go = threading.Event()
+
+        def close(self) -> None:
+            self.let_go.wait(30)
+
+    monkeypatch.setattr(os, "_exit", exit_now)
+    indexes, sigint = Stuck(), signal.getsignal(signal.SIGINT)
+    try:
+        cli._stop_indexes(indexes, 0)
+    except KeyboardInterrupt:
+        return "KeyboardInterrupt escaped while the builds still ran"
+    except _Exited as e:
+        return e.status
+    finally:
+        indexes.let_go.set()
+        signal.signal(signal.SIGINT, sigint)  # (it ignores SIGINT on its way out)
+    return "returned while the builds still ran"
+
+
+def test_a_ctrl_c_while_the_shutdown_thread_starts_exits_130(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = threading.Thread
+
+    class InterruptedStart(real):  # type: ignore[misc,valid-type]
+        def start(self) -> None:
+            super().start()
+            raise KeyboardInterrupt  # (SIGINT while ``start`` waits for the thread to run)
+
+    monkeypatch.setattr(threading, "Thread", InterruptedStart)
+    assert _stop_indexes_interrupted(monkeypatch) == 130
+
+
+def test_a_ctrl_c_while_the_shutdown_warning_is_logged_exits_130(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class InterruptedLog(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            raise KeyboardInterrupt  # (another Ctrl-C, while the warning is written)
+
+    monkeypatch.setattr(cli, "SHUTDOWN_SECONDS", 0.05)
+    log, interrupting = logging.getLogger("rootgrep"), InterruptedLog()
+    log.addFilter(interrupting)
+    try:
+        assert _stop_indexes_interrupted(monkeypatch) == 130
+    finally:
+        log.removeFilter(interrupting)
+
+
+def test_an_index_stopped_while_it_waited_for_its_predecessor_never_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's root released mid-build, then another session's (same root) activated
+    and released before the first let go: the second must not open and sync an index once
+    the first is gone (a chain of them kept ``close`` waiting, one link at a time)."""
+    top = tmp_path / "root"
+    top.mkdir()
+    (top / "a.py").write_text("def a():\n    pass\n")
+    started, syncs = threading.Event(), []
+
+    def slow_sync(self: RootIndex, fs: object, **kw: object) -> None:
+        syncs.append(1)
+        started.set()
+        cancelled = kw.get("cancelled")
+        while not (callable(cancelled) and cancelled()):
+            time.sleep(0.01)
+        time.sleep(0.5)  # (the first takes a while to let go)
+
+    opened = []
+
+    class Counted(RootIndex):
+        def __post_init__(self) -> None:
+            opened.append(1)
+            super().__post_init__()
+
+    monkeypatch.setattr(RootIndex, "sync", slow_sync)
+    monkeypatch.setattr(manager_mod, "RootIndex", Counted)
+    r = pin_root(str(top))
+    manager = IndexManager(str(tmp_path / "cache"))
+    try:
+        assert manager.activate(r, 1) is not None
+        assert started.wait(10)
+        manager.release(r.path, 1)  # (the first, still letting go)
+        second = manager.activate(r, 2)
+        assert second is not None
+        manager.release(r.path, 2)  # (gone before the first let go)
+        manager.close()
+        assert not [t for t in second.threads if t.is_alive()]
+        assert len(opened) == 1 and len(syncs) == 1  # (the second never opened its index)
+    finally:
+        r.close()

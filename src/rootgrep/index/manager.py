@@ -421,6 +421,8 @@ class IndexManager:
         after it: its writer and watches are gone by then."""
         if previous is not None:
             previous.reaped.wait()
+            if ix.stop.is_set():  # (stopped meanwhile, as ``_run`` ends when stopped: a
+                return  # session that came and went; a chain of them kept close() waiting)
         self._run(ix)
 
     def _reap_idle(self) -> None:
