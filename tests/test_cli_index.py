@@ -426,3 +426,28 @@ def test_a_daemon_says_when_its_build_failed_after_the_trigrams(tmp_path: Path) 
         assert "searched by live" in stats, stats
     finally:
         stop(daemon)
+
+
+CTRL_C_WHILE_STARTING = (
+    "import os, signal, sys; from rootgrep.index.manager import IndexManager\n"
+    "real = IndexManager.wait_answering\n"
+    "def interrupted(self, *a, **k):\n"
+    "    os.kill(os.getpid(), signal.SIGINT)  # (Ctrl-C while the first root builds)\n"
+    "    return real(self, *a, **k)\n"
+    "IndexManager.wait_answering = interrupted\n"
+    "from rootgrep.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_a_daemon_stopped_while_its_roots_start_starts_no_more(tmp_path: Path) -> None:
+    """Ctrl-C while the first root's build starts: the daemon stops there. Before, it
+    waited for that build, started the next roots' builds, said "watching; Ctrl-C to stop",
+    then stopped (a review: 11 s after a Ctrl-C with a large root first)."""
+    first, second = make_tree(tmp_path / "a"), make_tree(tmp_path / "b")
+    env = {**ENV, "ROOTGREP_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_STARTING, "daemon", str(first), str(second)],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "watching" not in out.stderr and str(second) not in out.stderr, out.stderr

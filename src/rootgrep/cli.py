@@ -558,13 +558,23 @@ def _stop_indexes(indexes: Any, status: int) -> None:
     _exit_now(f"{why}: exiting without them", status)
 
 
+EXIT_WRITE_SECONDS = 1.0  # how long a server exiting at once may spend saying why
+
+
 def _exit_now(why: str, status: int) -> None:
     """Say ``why`` on stderr and exit with ``status`` at once, without finalizing; no Ctrl-C
-    stops it on the way (it would finalize the interpreter over a running build)."""
+    stops it on the way (it would finalize the interpreter over a running build), and a
+    write that blocks (a stderr pipe nobody reads) does not either: a timer exits after
+    ``EXIT_WRITE_SECONDS`` whatever the writes do."""
     import signal
+    import threading
 
+    timer = None
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        timer = threading.Timer(EXIT_WRITE_SECONDS, os._exit, (status,))
+        timer.daemon = True
+        timer.start()
         import logging
 
         logging.getLogger("rootgrep").warning("%s", why)
@@ -575,6 +585,8 @@ def _exit_now(why: str, status: int) -> None:
                 stream.flush()
     except KeyboardInterrupt:  # (one that came before SIG_IGN took hold)
         status = 130
+    if timer is not None:  # (said in time: the exit is this one)
+        timer.cancel()
     os._exit(status)
 
 
@@ -890,9 +902,13 @@ def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
     try:
         building = []
         for r in roots:
+            if stop.is_set():  # (Ctrl-C while the roots start: no more of them)
+                return 0
             ix = manager.activate(r, 0)
             # (served once grep can use it: a build commits the trigrams first)
-            manager.wait_answering(r.path)
+            manager.wait_answering(r.path, stop)
+            if stop.is_set():
+                return 0
             if ix is not None:
                 what = ix.role if ix.error is None else f"failed: {ix.error}"
                 not_served = answers.serve(r.path)

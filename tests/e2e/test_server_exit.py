@@ -21,10 +21,15 @@ thread started, or while its warning was logged, still escaped the wait (2 of 6 
 servers under a flood of SIGINTs aborted); and sessions coming and going on one root at 50
 a second chained indexes, each waiting for the one before it to let go and then still
 opening its index: ``close`` took 15.5 s after 5 s of it.
+
+A third review found that the exit at once, which ignores SIGINT, hung for good on a stderr
+pipe nobody read (its warning's write never returned): it now exits on a timer whatever
+its writes do (the last test).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -359,3 +364,54 @@ def test_an_index_stopped_while_it_waited_for_its_predecessor_never_runs(
         assert len(opened) == 1 and len(syncs) == 1  # (the second never opened its index)
     finally:
         r.close()
+
+
+STUCK_CLOSE = textwrap.dedent(
+    """
+    import sys, time
+    import rootgrep.cli as cli
+    from rootgrep.index.manager import IndexManager
+    cli.SHUTDOWN_SECONDS = 1.0
+    def stuck_close(self):  # (builds that will not let go: a commit that does not end)
+        print("closing", file=sys.stderr, flush=True)
+        time.sleep(60)
+    IndexManager.close = stuck_close
+    sys.exit(cli.main(sys.argv[1:]))
+    """
+)
+
+
+def test_the_exit_at_once_does_not_hang_on_a_stderr_nobody_reads(tmp_path: Path) -> None:
+    top = tmp_path / "root"
+    top.mkdir()
+    (top / "a.py").write_text("def a():\n    pass\n")
+    port = _free_port()
+    r, w = os.pipe()
+    p = subprocess.Popen(
+        [sys.executable, "-c", STUCK_CLOSE, "serve", "--transport", "http", "--port", str(port),
+         "--root", str(top), "--cache-dir", str(tmp_path / "cache")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w,
+    )  # fmt: skip
+    err = os.fdopen(r, "rb", buffering=0)
+    try:
+        _serving(p, port)
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)  # uvicorn stops; the server waits for its builds
+        seen = b""
+        while b"closing" not in seen:
+            seen += err.read(4096)
+
+        def fill() -> None:  # (from now on nobody reads stderr, and the pipe is full)
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(w, b"x" * 4096)
+
+        threading.Thread(target=fill, daemon=True).start()
+        # past SHUTDOWN_SECONDS its warning's write blocks; SIGINT is ignored by then
+        assert p.wait(timeout=30) == 130
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(w)
+        err.close()

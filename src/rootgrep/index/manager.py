@@ -759,13 +759,13 @@ class IndexManager:
         ix = self._roots.get(root_path)
         return ix is not None and ix.built.wait(timeout)
 
-    def wait_answering(self, root_path: bytes) -> None:
+    def wait_answering(self, root_path: bytes, given_up: threading.Event | None = None) -> None:
         """Until the root's index answers grep (its build's trigrams committed) or its build
-        ended (built, failed or stopped)."""
+        ended (built, failed or stopped), or ``given_up`` is set (a daemon's Ctrl-C)."""
         ix = self._roots.get(root_path)
         while ix is not None and not ix.built.wait(0.05) and not ix.grep_first:
-            if ix.stop.is_set():  # (stopped before either: nothing to wait for)
-                return
+            if ix.stop.is_set() or (given_up is not None and given_up.is_set()):
+                return  # (stopped before either: nothing to wait for)
 
     def reindex(
         self, root: Root, progress: Callable[[int, int | None, str], None] | None = None
