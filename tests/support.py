@@ -173,3 +173,14 @@ def rg_matches(cwd: Path, pattern: str, *flags: str) -> list[tuple[str, int]]:
         path, n, _ = line.split(b":", 2)
         got.append((path.decode().removeprefix("./"), int(n)))
     return got
+
+
+def shapes_tree(top: Path, shapes: str, use: str, fillers: int) -> Path:
+    """A tree under ``top``: ``src/shapes.py`` (``shapes``, which defines ``Shape``),
+    ``src/use.py`` (``use``) and ``fillers`` small files that do not name it."""
+    (top / "src").mkdir(parents=True)
+    (top / "src" / "shapes.py").write_text(shapes)
+    (top / "src" / "use.py").write_text(use)
+    for i in range(fillers):
+        (top / "src" / f"filler{i}.py").write_text(f"def filler{i}():\n    return {i}\n")
+    return top

@@ -19,6 +19,7 @@ from rootgrep.index.manager import Indexed, IndexManager
 from rootgrep.index.store import RootIndex
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
+from support import shapes_tree
 
 
 def until(check: Any, seconds: float = 60.0) -> None:
@@ -119,12 +120,9 @@ def test_find_symbol_during_a_build_parses_only_the_files_that_may_hold_the_name
     name."""
     from rootgrep.service.symbols import Symbols
 
-    top = tmp_path / "root"
-    (top / "src").mkdir(parents=True)
-    (top / "src" / "shapes.py").write_text("class Shape:\n    pass\n")
-    (top / "src" / "use.py").write_text("from shapes import Shape\n")
-    for i in range(60):
-        (top / "src" / f"filler{i}.py").write_text(f"def filler{i}():\n    return {i}\n")
+    top = shapes_tree(
+        tmp_path / "root", "class Shape:\n    pass\n", "from shapes import Shape\n", 60
+    )
     parsed: list[bytes] = []
     real = Symbols._parse_one
 

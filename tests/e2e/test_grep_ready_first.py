@@ -19,6 +19,7 @@ from rootgrep.index.store import RootIndex
 from rootgrep.roots import pin_root
 from rootgrep.server import build_server
 from rootgrep.service import Service, Settings
+from support import shapes_tree
 
 pytestmark = pytest.mark.anyio
 
@@ -27,12 +28,12 @@ pytestmark = pytest.mark.anyio
 async def test_grep_answers_from_the_index_before_the_symbols_are_committed(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    top = tmp_path / "root"
-    (top / "src").mkdir(parents=True)
-    (top / "src" / "shapes.py").write_text("class Shape:\n    def area(self):\n        pass\n")
-    (top / "src" / "use.py").write_text("from shapes import Shape\nShape().area()\n")
-    for i in range(40):
-        (top / "src" / f"filler{i}.py").write_text(f"def filler{i}():\n    return {i}\n")
+    top = shapes_tree(
+        tmp_path / "root",
+        "class Shape:\n    def area(self):\n        pass\n",
+        "from shapes import Shape\nShape().area()\n",
+        40,
+    )
     held, entered = threading.Event(), threading.Event()
     real = RootIndex._complete_locked
 
