@@ -381,7 +381,7 @@ class CachedIndex:
         entries, synced_at = decoded or ({}, None)
         indexed = [e for e in entries.values() if e.fid]
         pending = sum(1 for e in entries.values() if e.pending)
-        bare = sum(1 for e in indexed if e.bare and not e.pending)  # (pending: maybe none)
+        bare = sum(1 for e in indexed if e.grep_only)
         return len(indexed), sum(e.size for e in indexed), pending, bare, synced_at
 
 

@@ -86,6 +86,13 @@ class Entry:
         # compared once per file on every re-sync: made once, not per comparison
         self.key = (self.size, self.mtime_ns, self.ino)
 
+    @property
+    def grep_only(self) -> bool:
+        """Left by a build between its commits: its trigrams committed, its words and
+        symbols not yet (a pending entry's commit may never have landed: it is read again
+        in full, whatever it says)."""
+        return self.bare and not self.pending
+
 
 class IndexCorrupt(Exception):
     """A state that breaks an invariant of the index (two files under one file id)."""

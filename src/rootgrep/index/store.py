@@ -1063,8 +1063,7 @@ class RootIndex:
             with self._lock:
                 base = self.entries  # (a version: never changed in place)
             if base.bare:  # (only after an interrupted build: a walk of the entries then)
-                # (a pending entry's commit may not have landed: read again in full)
-                stats.left_bare = {rel for rel, e in base.items() if e.bare and not e.pending}
+                stats.left_bare = {rel for rel, e in base.items() if e.grep_only}
             # ids are never handed out twice, whatever state was loaded meanwhile
             self.next_fid = max(self.next_fid, base.top_fid + 1)
             if only is not None:
