@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -184,3 +185,30 @@ def shapes_tree(top: Path, shapes: str, use: str, fillers: int) -> Path:
     for i in range(fillers):
         (top / "src" / f"filler{i}.py").write_text(f"def filler{i}():\n    return {i}\n")
     return top
+
+
+def listening_port(pid: int, seconds: float = 30.0) -> int:
+    """The TCP port process ``pid`` listens on, once it does (a server started with
+    ``--port 0``: the kernel chose it, so no other process can take it between a test's
+    choice and the server's bind). Found from its socket fds and ``/proc/net/tcp{,6}``; a
+    hang guard, not a threshold: a server that never listens fails the test."""
+    deadline = time.monotonic() + seconds
+    while True:
+        inodes = set()
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+        except FileNotFoundError:
+            raise AssertionError(f"process {pid} exited before it listened") from None
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(OSError), open(table) as f:
+                for row in f.read().splitlines()[1:]:
+                    cols = row.split()
+                    if cols[3] == "0A" and cols[9] in inodes:  # (0A: LISTEN)
+                        return int(cols[1].rsplit(":", 1)[1], 16)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} did not listen within {seconds} s")
+        time.sleep(0.02)

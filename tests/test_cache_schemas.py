@@ -17,7 +17,7 @@ import pytest
 from rootgrep.cli import main as cli_main
 from rootgrep.index import cache as cache_mod
 from rootgrep.index import freshness
-from rootgrep.index.cache import CacheDir, folder_name
+from rootgrep.index.cache import SCHEMA_VERSION, CacheDir, folder_name
 from rootgrep.index.plan import plan
 from rootgrep.index.store import RootIndex, prune_cache
 from rootgrep.roots import pin_root
@@ -180,7 +180,9 @@ def test_an_older_schemas_folder_goes_when_not_held_and_stays_while_held(
         old = Worker(tree, cache, 9)
         worker_factory.append(old)
         assert old.ask("sync") == "synced"
-        newer = Worker(tree, cache, 11)  # (a newer version's: never removed by this one)
+        newer = Worker(
+            tree, cache, SCHEMA_VERSION + 1
+        )  # (a newer version's: never removed by this one)
         worker_factory.append(newer)
         assert newer.close() == 0
         # an index folder named as before folders were keyed by schema (schema 10 and older)

@@ -21,16 +21,10 @@ from typing import IO
 
 import pytest
 
-from support import ROOTGREP, stop
+from support import ROOTGREP, listening_port, stop
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 BANNER = re.compile(r"rootgrep \S+ \(pid (\d+)\), (.*)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def port_in_use(port: int) -> bool:
@@ -100,9 +94,8 @@ def test_the_banner_gives_the_pid_and_the_roots(tmp_path: Path) -> None:
     a, b = tmp_path / "one", tmp_path / "two"
     a.mkdir()
     b.mkdir()
-    port = free_port()
     proc = subprocess.Popen(
-        [ROOTGREP, "serve", "--transport", "http", "--port", str(port), "--no-index",
+        [ROOTGREP, "serve", "--transport", "http", "--port", "0", "--no-index",
          "--root", str(a), "--root", str(b)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -113,7 +106,8 @@ def test_the_banner_gives_the_pid_and_the_roots(tmp_path: Path) -> None:
         assert m is not None, lines
         assert int(m.group(1)) == proc.pid
         assert m.group(2) == f"operator roots: {a}, {b}"
-        assert f"http://127.0.0.1:{port}/mcp" in lines[1]
+        # (the port the kernel chose, as the server listens on it)
+        assert f"http://127.0.0.1:{listening_port(proc.pid)}/mcp" in lines[1]
     finally:
         stop(proc)
 
@@ -141,10 +135,9 @@ def test_ctrl_c_at_once_stops_the_server(
     before uvicorn took the signal over, and `make run` under a test run started in the
     background hung; stdio never stopped on one: Python's handler waited for the next
     input. Sandboxed, the signal receiver's module must be loaded before the restriction.)"""
-    port = free_port()
     args = ["serve", "--transport", transport, "--no-index", "--root", str(tmp_path), *extra]
     if transport == "http":
-        args += ["--port", str(port)]
+        args += ["--port", "0"]
     wrap = [sys.executable, "-c", IGNORING_SIGINT, ROOTGREP] if ignored else []
     proc = subprocess.Popen(
         [*wrap, ROOTGREP, *args],
@@ -152,8 +145,9 @@ def test_ctrl_c_at_once_stops_the_server(
     )  # fmt: skip
     try:
         assert proc.stderr is not None and proc.stdin is not None and proc.stdout is not None
-        if transport == "http":
-            banner_of(proc.stderr)
+        port = 0
+        if transport == "http":  # (the port the kernel chose, as the banner says it)
+            port = int(banner_of(proc.stderr)[1].rsplit(":", 1)[1].removesuffix("/mcp"))
         else:
             proc.stdin.write(json.dumps(INITIALIZE) + "\n")
             proc.stdin.flush()
@@ -182,10 +176,11 @@ needs_make = pytest.mark.skipif(
 )
 
 
-def make_run(port: int, args: str) -> subprocess.Popen[str]:
-    """``make -s run`` in the checkout, in its own process group."""
+def make_run(args: str) -> subprocess.Popen[str]:
+    """``make -s run`` in the checkout, in its own process group, on a port the kernel
+    chooses (``PORT=0``: ``listening_port`` finds it)."""
     return subprocess.Popen(
-        ["make", "-s", "run", f"PORT={port}", f"ARGS={args}"],
+        ["make", "-s", "run", "PORT=0", f"ARGS={args}"],
         cwd=CHECKOUT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
@@ -234,11 +229,11 @@ def stop_make(make: subprocess.Popen[str], server_pid: int | None) -> None:
 
 @needs_make
 def test_make_run_serves_only_the_given_root(tmp_path: Path) -> None:
-    port = free_port()
-    make = make_run(port, f"--no-index --root {tmp_path}")
+    make = make_run(f"--no-index --root {tmp_path}")
     pid = None
     try:
         pid, served = server_of(make)
+        port = listening_port(pid)
         assert served == f"operator roots: {tmp_path}"  # not the checkout as well
         os.killpg(make.pid, signal.SIGINT)  # Ctrl-C at a terminal: the whole group
         wait_make(make, pid, "Ctrl-C")
@@ -253,13 +248,12 @@ def test_make_run_serves_the_checkout_and_stops_with_make() -> None:
     """The default recipe needs a shell (it quotes the checkout's path): the server must
     still be make's own child (exec), or make's SIGTERM stops the shell and leaves the
     server holding the port."""
-    port = free_port()
-    make = make_run(port, "--no-index --roots-ttl 3")  # (--roots-ttl is not a --root)
+    make = make_run("--no-index --roots-ttl 3")  # (--roots-ttl is not a --root)
     pid = None
     try:
         pid, served = server_of(make)
         assert served == f"operator roots: {CHECKOUT}"
-        wait_for(lambda: port_in_use(port), "the server listening")
+        port = listening_port(pid)
         os.kill(make.pid, signal.SIGTERM)  # stopping make stops the server it runs
         wait_make(make, pid, "SIGTERM")
         wait_for(lambda: not alive(pid), "the server exiting with make")
@@ -272,12 +266,11 @@ def test_make_run_serves_the_checkout_and_stops_with_make() -> None:
 def test_make_run_stops_even_when_make_is_killed() -> None:
     """SIGKILL reaches make alone; the server still stops (PR_SET_PDEATHSIG) and frees the
     port."""
-    port = free_port()
-    make = make_run(port, "--no-index")
+    make = make_run("--no-index")
     pid = None
     try:
         pid, _ = server_of(make)
-        wait_for(lambda: port_in_use(port), "the server listening")
+        port = listening_port(pid)
         os.kill(make.pid, signal.SIGKILL)
         make.wait(30)
         wait_for(lambda: not alive(pid), "the server exiting after make was killed")

@@ -214,7 +214,13 @@ def test_a_state_with_two_files_under_one_id_is_rebuilt_not_served(
         state = os.path.join(ix.dir, STATE_FILE)
         entries, synced_at = read_state(state)  # type: ignore[misc]
         a, b = sorted(entries)[:2]
-        entries[b] = Entry(entries[a].fid, entries[b].size, entries[b].mtime_ns, entries[b].ino)
+        entries[b] = Entry(
+            entries[a].fid,
+            entries[b].size,
+            entries[b].mtime_ns,
+            entries[b].ino,
+            entries[b].ctime_ns,
+        )
         write_state(state, entries, synced_at)  # what the reload race of issue 8 wrote
         reopened = RootIndex(cache, r.path)
         assert reopened.corrupt and reopened.file_count == 0  # never served as it is
@@ -356,9 +362,9 @@ def test_the_state_file_round_trips_and_refuses_a_torn_copy(
     tmp_path: Path, synced_at: float | None
 ) -> None:
     entries = {
-        b"a.py": Entry(1, 10, 1_700_000_000_123_456_789, 42),
-        b"dir/\xff\nodd name": Entry(0, 0, -5, 2**63 + 7, pending=True),  # not text, pending
-        b"": Entry(3, 2**40, 0, 1),
+        b"a.py": Entry(1, 10, 1_700_000_000_123_456_789, 42, 1_700_000_000_123_456_789),
+        b"dir/\xff\nodd name": Entry(0, 0, -5, 2**63 + 7, -5, pending=True),  # not text, pending
+        b"": Entry(3, 2**40, 0, 1, 0),
     }
     path = str(tmp_path / STATE_FILE)
     write_state(path, entries, synced_at)

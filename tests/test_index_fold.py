@@ -124,17 +124,17 @@ def test_an_edit_through_one_name_of_a_hard_link_reaches_the_other(tmp_path: Pat
 
 def test_versions_keep_one_path_per_file_id_and_their_counts() -> None:
     base = Entries(
-        {b"a": Entry(1, 10, 1, 100), b"b": Entry(2, 20, 1, 101), b"c": Entry(0, 5, 1, 9)}
+        {b"a": Entry(1, 10, 1, 100, 1), b"b": Entry(2, 20, 1, 101, 1), b"c": Entry(0, 5, 1, 9, 1)}
     )
     # a file id another path holds: refused, whichever way it comes
     with pytest.raises(IndexCorrupt):
-        base.changed({b"d": Entry(1, 1, 1, 1)})
+        base.changed({b"d": Entry(1, 1, 1, 1, 1)})
     with pytest.raises(IndexCorrupt):
-        base.changed({b"d": Entry(7, 1, 1, 1), b"e": Entry(7, 1, 1, 2)})
+        base.changed({b"d": Entry(7, 1, 1, 1, 1), b"e": Entry(7, 1, 1, 2, 1)})
     with pytest.raises(IndexCorrupt):
-        Entries({b"x": Entry(3, 1, 1, 1), b"y": Entry(3, 1, 1, 2)})
+        Entries({b"x": Entry(3, 1, 1, 1, 1), b"y": Entry(3, 1, 1, 2, 1)})
     # ... unless that path lets it go in the same change (a rename keeps its id)
-    moved = base.changed({b"a": None, b"a2": Entry(1, 10, 1, 100, pending=True)})
+    moved = base.changed({b"a": None, b"a2": Entry(1, 10, 1, 100, 1, pending=True)})
     assert dict(moved.paths.items()) == {1: b"a2", 2: b"b"}
     assert recount(moved) == ({1: b"a2", 2: b"b"}, 2, 30, 1)
     assert b"a" not in moved and moved.get(b"a") is None and len(moved) == 3
@@ -148,7 +148,7 @@ def test_versions_keep_one_path_per_file_id_and_their_counts() -> None:
             change: Entry | None = None
             plain.pop(key, None)
         else:
-            change = Entry(100 + i, i, i, i)
+            change = Entry(100 + i, i, i, i, i)
             plain[key] = change
         cur = cur.changed({key: change})
         assert len(cur) == len(plain)

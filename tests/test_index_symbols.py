@@ -124,10 +124,12 @@ def test_an_index_of_the_previous_schema_is_rebuilt_with_symbols(tmp_path: Path)
         ix.sync(r.fs)
         ix._write_manifest()
         manifest = ix.folder.read_json("manifest.json")
-        assert manifest is not None and manifest["schema_version"] == SCHEMA_VERSION == 10
+        assert manifest is not None and manifest["schema_version"] == SCHEMA_VERSION == 11
         ix.folder.write(  # as an index of schema 9 (a file's first trigrams in its main doc) left it
             "manifest.json",
-            ix.folder.read("manifest.json").replace(b'"schema_version":10', b'"schema_version":9'),  # type: ignore[union-attr]
+            ix.folder.read("manifest.json").replace(
+                b'"schema_version":%d' % SCHEMA_VERSION, b'"schema_version":9'
+            ),  # type: ignore[union-attr]
         )
         ix.close()
         again = RootIndex(str(tmp_path / "cache"), r.path)

@@ -182,7 +182,7 @@ def test_a_helper_gets_none_of_the_servers_environment_but_what_it_needs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A bearer token's variable (``serve --auth-token-env``), or any other, stays with the
-    server: the helper is started with PYTHONPATH, PATH and the locale only."""
+    server: the helper is started with PATH and the locale only (and isolated, ``-I``)."""
     from support import MARKER
 
     monkeypatch.setenv("ROOTGREP_TOKEN", MARKER)
@@ -195,7 +195,8 @@ def test_a_helper_gets_none_of_the_servers_environment_but_what_it_needs(
         # (read once it has answered: right after its start, the kernel may not have set up
         # its environment yet, and /proc says nothing of it)
         environ = Path(f"/proc/{helper.proc.pid}/environ").read_bytes()
-        assert MARKER.encode() not in environ and b"PYTHONPATH=" in environ
+        assert MARKER.encode() not in environ and b"PATH=" in environ
+        assert b"PYTHONPATH=" not in environ
     finally:
         helper.close()
     assert helper.proc.poll() is not None
@@ -270,9 +271,8 @@ def test_a_helper_whose_build_goes_away_ends_quietly(tmp_path: Path) -> None:
     cancel) printed a BrokenPipeError traceback on the user's terminal."""
     import subprocess
 
-    env = {"PYTHONPATH": str(Path(parse_mod.__file__).parents[2])}
     for _ in range(3):
-        p = subprocess.Popen([sys.executable, "-m", "rootgrep.index.parse"], env=env,
+        p = subprocess.Popen(parse_mod.helper_command(), env=parse_mod.helper_environment(),
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         assert p.stdin is not None and p.stdout is not None and p.stderr is not None
         files = [(f"f{i}.py".encode(), b"def f():\n    pass\n" * 200) for i in range(50)]

@@ -311,7 +311,7 @@ def test_a_run_changed_by_a_partial_sync_is_checked_against_the_state_again(
     _restore(path, text, st)
     again = synced.sync()
     assert (again.read, again.updated) == (1, 1)
-    assert synced.ix.entries[b"b/keep.py"].key == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert synced.ix.entries[b"b/keep.py"].key[:3] == (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def test_a_run_changed_by_another_process_is_checked_against_its_state(
@@ -411,10 +411,10 @@ def test_stat_keyed_keeps_only_regular_files_within_the_limit(tmp_path: Path) ->
     try:
         sts, keys = confine.stat_keyed(fd, [b"a", b"big", b"d", b"l", b"gone"], 10)
         st = os.stat(tmp_path / "a")
-        assert keys == [(5, st.st_mtime_ns, st.st_ino), None, None, None, None]
+        assert keys == [(5, st.st_mtime_ns, st.st_ino, st.st_ctime_ns), None, None, None, None]
         assert sts[0] is not None and sts[0].st_ino == st.st_ino and sts[1:] == [None] * 4
         sts, keys = confine.stat_keyed(fd, [b"a", b"big"], 10)  # (nothing gone: one pass)
-        assert keys == [(5, st.st_mtime_ns, st.st_ino), None] and sts[1] is None
+        assert keys == [(5, st.st_mtime_ns, st.st_ino, st.st_ctime_ns), None] and sts[1] is None
         # the same keys without the stats (a kept run's check); None when a name is gone
         assert confine.stat_keys(fd, [b"a", b"big", b"d", b"l"], 10) == [*keys, None, None]
         assert confine.stat_keys(fd, [b"a", b"gone"], 10) is None

@@ -503,8 +503,11 @@ def _serve(args: argparse.Namespace) -> int:
     service = Service(roots, settings, audit, indexes)
     mcp = build_server(service)
 
-    def start() -> None:
+    def start(port: int | None = None) -> None:
         # (with one thread still: the sandbox, when asked for, must come before any other)
+        if port is not None:  # (HTTP, bound: the port it got, for --port 0 too)
+            url = f"http://{args.host}:{port}/mcp"
+            print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
         if args.sandbox:
             _enter_sandbox(args, roots, indexes.cache)
         _test_probe()
@@ -517,8 +520,6 @@ def _serve(args: argparse.Namespace) -> int:
             start()
             serve_stdio(mcp)
         else:
-            url = f"http://{args.host}:{args.port}/mcp"
-            print(_http_banner(url, token is not None, roots), file=sys.stderr, flush=True)
             serve_http(
                 mcp, host=args.host, port=args.port, token=token,
                 allowed_hosts=args.allowed_host, before_serving=start,

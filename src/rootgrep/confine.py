@@ -665,15 +665,17 @@ def hidden_generation() -> int:
     return _hidden_generation
 
 
-FileKey = tuple[int, int, int]  # (size, mtime_ns, inode): what a re-sync compares
+# (size, mtime_ns, inode, ctime_ns): what a re-sync compares (ctime: an edit in place that
+# keeps the size and sets the mtime back, ``touch -r``, still changes it)
+FileKey = tuple[int, int, int, int]
 
 
 def stat_keyed(
     dirfd: int, names: list[bytes], max_size: int
 ) -> tuple[list[os.stat_result | None], list[FileKey | None]]:
     """The stat of each of ``names`` (single names beneath the confined directory
-    ``dirfd``, one ``fstatat`` each, never through a link) and its key (size, mtime_ns,
-    inode), both None for a name that is not a regular file of at most ``max_size`` bytes
+    ``dirfd``, one ``fstatat`` each, never through a link) and its key (``FileKey``),
+    both None for a name that is not a regular file of at most ``max_size`` bytes
     (gone, a link, a directory, hidden). A re-sync's stat of a directory run: the keys
     compare with the state's in one list comparison; no Python frame per file."""
     stat = os.stat
@@ -689,7 +691,7 @@ def stat_keyed(
             except OSError:
                 sts.append(None)
     keys: list[FileKey | None] = [
-        (st.st_size, st.st_mtime_ns, st.st_ino)
+        (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         if st is not None and st.st_mode & _S_IFMT == _S_IFREG and st.st_size <= max_size
         else None
         for st in sts
@@ -714,7 +716,7 @@ def stat_keys(dirfd: int, names: list[bytes], max_size: int) -> list[FileKey | N
     stat = os.stat
     try:
         return [
-            (st.st_size, st.st_mtime_ns, st.st_ino)
+            (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
             if (st := stat(name, dir_fd=dirfd, follow_symlinks=False)).st_mode & _S_IFMT == _S_IFREG
             and st.st_size <= max_size
             else None

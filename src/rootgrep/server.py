@@ -1064,11 +1064,12 @@ def serve_http(
     port: int,
     token: str | None,
     allowed_hosts: Sequence[str] = (),
-    before_serving: Callable[[], None] | None = None,
+    before_serving: Callable[[int], None] | None = None,
 ) -> None:
-    """Serve streamable HTTP. ``before_serving`` runs once the app is built, uvicorn's
-    modules are loaded and the listening socket is bound, and before the event loop (or any
-    thread) starts: where ``serve --sandbox`` restricts the process, and operator roots start
+    """Serve streamable HTTP. ``before_serving(port)`` runs once the app is built, uvicorn's
+    modules are loaded and the listening socket is bound (``port`` is the one it got: with
+    ``port=0`` the kernel chose it), and before the event loop (or any thread) starts: where
+    the banner is printed, ``serve --sandbox`` restricts the process, and operator roots start
     indexing."""
     import uvicorn
 
@@ -1081,5 +1082,5 @@ def serve_http(
     config.get_loop_factory()  # (imports the event loop's module)
     sock = config.bind_socket()
     if before_serving is not None:
-        before_serving()
+        before_serving(sock.getsockname()[1])
     uvicorn.Server(config).run(sockets=[sock])

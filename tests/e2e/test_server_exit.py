@@ -50,6 +50,7 @@ from rootgrep.index import manager as manager_mod
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.store import RootIndex
 from rootgrep.roots import pin_root
+from support import listening_port
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +69,11 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _serve(root: Path, cache: Path, transport: str, port: int = 0) -> subprocess.Popen[bytes]:
+def _serve(root: Path, cache: Path, transport: str) -> subprocess.Popen[bytes]:
     args = [sys.executable, "-m", "rootgrep", "serve", "--root", str(root)]
     args += ["--cache-dir", str(cache), "--transport", transport]
     if transport == "http":
-        args += ["--port", str(port)]
+        args += ["--port", "0"]  # (the kernel's choice: ``_serving`` finds it)
     return subprocess.Popen(
         args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -140,8 +135,14 @@ def test_a_stdio_server_that_quits_mid_build_exits_cleanly(tree: Path, tmp_path:
     assert mid_build > 0  # (some sessions ended mid-build: the test means something)
 
 
-def _serving(p: subprocess.Popen[bytes], port: int) -> None:
-    """Once the HTTP server ``p`` accepts connections (its build started then)."""
+def _serving(p: subprocess.Popen[bytes]) -> None:
+    """Once the HTTP server ``p`` (started with ``--port 0``) accepts connections (its
+    build started then)."""
+    try:
+        port = listening_port(p.pid)
+    except AssertionError:
+        p.kill()
+        raise AssertionError(_ended(p)) from None
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -156,9 +157,8 @@ def _serving(p: subprocess.Popen[bytes], port: int) -> None:
 
 def test_an_http_server_stopped_mid_build_exits_cleanly(tree: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    port = _free_port()
-    p = _serve(tree, cache, "http", port)
-    _serving(p, port)
+    p = _serve(tree, cache, "http")
+    _serving(p)
     time.sleep(0.2)
     p.send_signal(signal.SIGINT)
     rc, err = _ended(p)
@@ -221,13 +221,12 @@ def _slow_closing_server(tmp_path: Path, shutdown_seconds: float) -> subprocess.
     top = tmp_path / "root"
     top.mkdir()
     (top / "a.py").write_text("def a():\n    pass\n")
-    port = _free_port()
     p = subprocess.Popen(
         [sys.executable, "-c", SLOW_CLOSE, str(shutdown_seconds), "serve", "--transport", "http",
-         "--port", str(port), "--root", str(top), "--cache-dir", str(tmp_path / "cache")],
+         "--port", "0", "--root", str(top), "--cache-dir", str(tmp_path / "cache")],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    _serving(p, port)
+    _serving(p)
     return p
 
 
@@ -385,16 +384,15 @@ def test_the_exit_at_once_does_not_hang_on_a_stderr_nobody_reads(tmp_path: Path)
     top = tmp_path / "root"
     top.mkdir()
     (top / "a.py").write_text("def a():\n    pass\n")
-    port = _free_port()
     r, w = os.pipe()
     p = subprocess.Popen(
-        [sys.executable, "-c", STUCK_CLOSE, "serve", "--transport", "http", "--port", str(port),
+        [sys.executable, "-c", STUCK_CLOSE, "serve", "--transport", "http", "--port", "0",
          "--root", str(top), "--cache-dir", str(tmp_path / "cache")],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=w,
     )  # fmt: skip
     err = os.fdopen(r, "rb", buffering=0)
     try:
-        _serving(p, port)
+        _serving(p)
         time.sleep(0.2)
         p.send_signal(signal.SIGINT)  # uvicorn stops; the server waits for its builds
         seen = b""

@@ -29,7 +29,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import MODES, RootsStub, code, text, uri
 
-from support import stop
+from support import listening_port, stop
 
 pytestmark = pytest.mark.anyio
 
@@ -49,12 +49,6 @@ def server_args(transport: str, roots: Sequence[Path], *extra: str) -> list[str]
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "ROOTGREP_CACHE_DIR": str(tmp_path / "cache"), **extra}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ours(pid: int, needle: str) -> bool:
@@ -121,12 +115,11 @@ async def http_server(
 ) -> AsyncIterator[tuple[str, Path, subprocess.Popen[bytes]]]:
     """A real ``rootgrep serve --transport http`` child; yields the /mcp URL, the file holding
     its stderr and stdout, and the process. Waits (bounded) until the port accepts."""
-    port = free_port()
     errpath = tmp_path / f"{tag}.err"
     outpath = tmp_path / f"{tag}.out"
     with open(errpath, "wb") as err, open(outpath, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, *server_args("http", roots, "--port", str(port), *extra)],
+            [sys.executable, *server_args("http", roots, "--port", "0", *extra)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -134,6 +127,13 @@ async def http_server(
             cwd=str(tmp_path),
         )
         try:
+            try:  # (port 0: the kernel's choice, which no other process can take first)
+                port = await anyio.to_thread.run_sync(listening_port, proc.pid, START_TIMEOUT)
+            except AssertionError as e:
+                proc.poll()
+                raise AssertionError(
+                    f"{e}; exit status {proc.returncode}: {errpath.read_text()[-2000:]}"
+                ) from None
             with anyio.fail_after(START_TIMEOUT):
                 while True:
                     if proc.poll() is not None:
@@ -582,9 +582,8 @@ async def test_audit_log_has_decisions_and_no_secret(tmp_path: Path, world: Path
 
 def test_http_serve_prints_the_endpoint_and_a_client_config(tmp_path: Path, tree: Path) -> None:
     """What `make run` shows: the URL and a configuration snippet a client can paste."""
-    port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, *server_args("http", [tree], "--port", str(port))],
+        [sys.executable, *server_args("http", [tree], "--port", "0")],
         env=server_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -595,7 +594,7 @@ def test_http_serve_prints_the_endpoint_and_a_client_config(tmp_path: Path, tree
             assert line, "the server exited: " + "".join(lines)
             lines.append(line)
         text = "".join(lines)
-        url = f"http://127.0.0.1:{port}/mcp"
+        url = f"http://127.0.0.1:{listening_port(proc.pid)}/mcp"
         assert f"MCP endpoint (streamable HTTP): {url}" in text
         snippet = json.loads(text[text.index("{") :])
         assert snippet == {"mcpServers": {"rootgrep": {"type": "http", "url": url}}}

@@ -4,8 +4,9 @@ parses files beside the build's own thread (``ParseHelper``).
 tree-sitter's parse holds the GIL (py-tree-sitter 0.26 releases it nowhere a parse goes), so
 no second thread of this process can parse while the build's thread does: the second commit
 of a build (``RootIndex._complete_locked``) is most of a build's time, and about 70% of it is
-the parse. A helper process (``python -m rootgrep.index.parse``) parses chunks of files the
-build hands it over a pipe while the build's thread parses others, so both cores parse.
+the parse. A helper process (an isolated interpreter running ``serve``: ``helper_command``)
+parses chunks of files the build hands it over a pipe while the build's thread parses others,
+so both cores parse.
 
 The helper never touches the filesystem: it is given each file's path (for its language) and
 bytes, and answers each file's ``sym`` names and encoded symbols. Its answers are read as
@@ -275,6 +276,28 @@ def serve() -> None:
         raise SystemExit(2) from None
 
 
+def helper_command() -> list[str]:
+    """The helper's command line: an isolated interpreter (``-I``: no working directory, no
+    ``PYTHONPATH``, no user site on its path, no ``PYTHON*`` variable read) that imports this
+    very package from where this process found it, and nothing by a relative name. Started
+    from a served tree (``rootgrep index .``, a client's ``serve`` run in its repository), a
+    ``rootgrep/``, ``tree_sitter_python/``, ``re2.py`` or ``sitecustomize.py`` at the tree's
+    top is never imported: ``-m rootgrep.index.parse`` put the working directory first."""
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = (
+        "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+        "from rootgrep.index.parse import serve; serve()"
+    )
+    flags = ["-I", "-B"] if sys.dont_write_bytecode else ["-I"]
+    return [sys.executable, *flags, "-c", code, here]
+
+
+def helper_environment() -> dict[str, str]:
+    """The helper's environment: ``PATH`` and the locale only (a bearer token's variable, or
+    any other of this process's, stays here; ``-I`` reads no ``PYTHON*`` one anyway)."""
+    return {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
+
+
 class HelperGone(Exception):
     """The helper died, stalled or answered something malformed."""
 
@@ -304,17 +327,9 @@ class ParseHelper:
         try:
             import subprocess
 
-            here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-            # (the same package as this process's, wherever it is; nothing else of this
-            # process's environment: a bearer token's variable, say, stays here)
-            path = os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))
-            env = {"PYTHONPATH": path}
-            for name in ("PATH", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE"):
-                if name in os.environ:
-                    env[name] = os.environ[name]
             proc = subprocess.Popen(
-                [sys.executable, "-m", "rootgrep.index.parse"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+                helper_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                env=helper_environment(), cwd="/", close_fds=True,
             )  # fmt: skip
         except Exception as e:  # (sandboxed: no execve; no interpreter; no fds left)
             log.info("no parse helper (%s); parsing on the build's thread alone", e)

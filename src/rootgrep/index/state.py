@@ -1,4 +1,6 @@
-"""An index's state: what each indexed file's (size, mtime_ns, inode) and file id were.
+"""An index's state: what each indexed file's (size, mtime_ns, inode, ctime_ns) and file id
+were (ctime: an edit that keeps the size and sets the mtime back, ``touch -r``, ``cp -p``,
+still changes it, and user space cannot set it).
 
 Two files in the index folder hold it:
 - ``state.bin``, the snapshot: a header (``synced_at``, the number of entries, a random
@@ -61,9 +63,9 @@ JOURNAL_MIN_BYTES = 1 << 20  # a journal may always grow this far before a new s
 GONE = 2  # the pending byte of a journal entry whose path is gone
 BARE = 4  # a bit of the pending byte: the entry is ``bare`` (see ``Entry``)
 
-_MAGIC = b"rootgrep-state-2\n"
+_MAGIC = b"rootgrep-state-3\n"
 _HEAD = struct.Struct("<dIQ")  # synced_at (NaN: never), number of entries, generation
-_ENTRY = struct.Struct("<QQqQBI")  # fid, size, mtime_ns, inode, flags, path length
+_ENTRY = struct.Struct("<QQqQqBI")  # fid, size, mtime_ns, inode, ctime_ns, flags, path length
 ENTRY_BYTES = _ENTRY.size  # (of a record, before its path)
 _RECORD = struct.Struct("<II")  # payload length, CRC-32 of the payload
 _RECORD_HEAD = struct.Struct("<QdI")  # generation, synced_at (NaN: never), entries
@@ -75,16 +77,18 @@ class Entry:
     size: int
     mtime_ns: int
     ino: int
+    ctime_ns: int
     pending: bool = False
     # committed for grep (its trigram documents) but not yet for search and symbols (its
     # main document): a build commits every file's trigrams first, then their words and
     # symbols (``RootIndex._complete_locked``)
     bare: bool = False
-    key: tuple[int, int, int] = field(init=False, repr=False, compare=False)
+    # (size, mtime_ns, inode, ctime_ns), as ``confine.stat_keyed`` makes it: compared once
+    # per file on every re-sync, made once, not per comparison
+    key: tuple[int, int, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # compared once per file on every re-sync: made once, not per comparison
-        self.key = (self.size, self.mtime_ns, self.ino)
+        self.key = (self.size, self.mtime_ns, self.ino, self.ctime_ns)
 
     @property
     def grep_only(self) -> bool:
@@ -276,10 +280,10 @@ def _entries(items: Iterable[tuple[bytes, Entry | None]]) -> tuple[int, bytes]:
     records, paths = [], []
     for p, e in items:
         if e is None:
-            records.append(pack(0, 0, 0, 0, GONE, len(p)))
+            records.append(pack(0, 0, 0, 0, 0, GONE, len(p)))
         else:
             flags = e.pending | (BARE if e.bare else 0)
-            records.append(pack(e.fid, e.size, e.mtime_ns, e.ino, flags, len(p)))
+            records.append(pack(e.fid, e.size, e.mtime_ns, e.ino, e.ctime_ns, flags, len(p)))
         paths.append(p)
     return len(records), b"".join((*records, *paths))
 
@@ -306,7 +310,7 @@ def _unpack(data: bytes, off: int, n: int) -> tuple[list[tuple[bytes, Entry | No
     them."""
     at = off + n * _ENTRY.size
     out: list[tuple[bytes, Entry | None]] = []
-    for fid, size, mtime_ns, ino, flags, length in _ENTRY.iter_unpack(data[off:at]):
+    for fid, size, mtime_ns, ino, ctime_ns, flags, length in _ENTRY.iter_unpack(data[off:at]):
         path = data[at : at + length]
         if len(path) != length:
             raise struct.error("short path")
@@ -314,7 +318,8 @@ def _unpack(data: bytes, off: int, n: int) -> tuple[list[tuple[bytes, Entry | No
         if flags == GONE:
             out.append((path, None))
         else:
-            out.append((path, Entry(fid, size, mtime_ns, ino, bool(flags & 1), bool(flags & BARE))))
+            e = Entry(fid, size, mtime_ns, ino, ctime_ns, bool(flags & 1), bool(flags & BARE))
+            out.append((path, e))
     if len(out) != n:
         raise struct.error("short entries")
     return out, at

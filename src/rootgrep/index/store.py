@@ -97,7 +97,9 @@ _T = TypeVar("_T")
 # 8: ``content`` cut by the simple tokenizer over ``word_text`` (``_`` stored as ``WORD_JOIN``);
 # 9: a large file's trigrams in pieces cut at line ends (``tri_pieces``: part documents);
 # 10: every file's trigrams in part documents only (its main document holds none), so a
-# build commits them first, ready for grep, and its words and symbols after (``_complete_locked``)
+# build commits them first, ready for grep, and its words and symbols after (``_complete_locked``);
+# 11: a file's key holds its ctime (``state.Entry``: an edit that keeps the size and sets the
+# mtime back is seen)
 SCHEMA_VERSION = cache_mod.SCHEMA_VERSION
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
@@ -741,7 +743,7 @@ class RootIndex:
         return (
             entry is not None
             and not entry.pending
-            and entry.key == (st.st_size, st.st_mtime_ns, st.st_ino)
+            and entry.key == (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
         )
 
     @property
@@ -917,12 +919,12 @@ class RootIndex:
                         if got is None:  # (gone, or no longer a regular file: below)
                             continue
                         data, st = got
-                        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+                        key = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
                         if data is not None and key == old.key:
                             # (the old entry's numbers and key, shared: the stat's own are
                             # let go, some 150 bytes a file while both versions are held;
                             # 15 of the 127 MiB of Python objects at the peak of 100k files)
-                            new = Entry(old.fid, old.size, old.mtime_ns, old.ino, pending=True)
+                            new = Entry(old.fid, *old.key, pending=True)
                             new.key = old.key
                             text = text_of(data)
                             shared.add((old.fid, rel, text, st), rel, text)
@@ -1066,8 +1068,11 @@ class RootIndex:
                 stats.left_bare = {rel for rel, e in base.items() if e.grep_only}
             # ids are never handed out twice, whatever state was loaded meanwhile
             self.next_fid = max(self.next_fid, base.top_fid + 1)
+            # the files a watcher named are read again whatever their key says (an edit within
+            # one tick of the clock, or of a file system that keeps no ctime, leaves it)
+            forced: set[bytes] = set()
             if only is not None:
-                only = set(only)
+                only = forced = set(only)
                 if any(p not in base for p in only):  # (a directory among them, maybe)
                     only = _with_files_below(only, base, self._dirs_of(base))
             changed: dict[bytes, Entry] = {}
@@ -1107,7 +1112,7 @@ class RootIndex:
                 rels = [prefix + name for name in names]
                 if get is None:  # (a flat copy when the state has an overlay: once a sync)
                     get = base.getter(every=only is None)
-                if quick and not changed:
+                if quick and not changed and not forced:
                     olds = list(map(get, rels))
                     want = [None if old is None else old.key for old in olds]
                     if keys == want:  # (None in both: not a file here, nor in the state)
@@ -1124,7 +1129,7 @@ class RootIndex:
                     old = get(rel) if not changed or rel not in changed else changed[rel]
                     if old is not None:
                         known += 1
-                        if old.key == key and not old.pending:
+                        if old.key == key and not old.pending and rel not in forced:
                             continue
                     if writer is None:
                         writer = self._sync_writer()
@@ -1149,6 +1154,7 @@ class RootIndex:
                         st.st_size,
                         st.st_mtime_ns,
                         st.st_ino,
+                        st.st_ctime_ns,
                         pending=True,
                         bare=defer and fid != 0,
                     )

@@ -224,7 +224,7 @@ class Symbols(ServiceBase):
         res = r.fs.read(comps, max_bytes=MAX_SYMBOL_FILE_BYTES)
         # a cursor counts definitions of the file as it was: edited or replaced since, its
         # pages would repeat or skip some
-        version = [res.stat.st_ino, res.stat.st_size, res.stat.st_mtime_ns]
+        version = [res.stat.st_ino, res.stat.st_size, res.stat.st_mtime_ns, res.stat.st_ctime_ns]
         if cursor and at.get("v") != version:
             raise InvalidArgument(
                 f"'{display(comps)}' changed since the page that cursor came from; start "
