@@ -329,6 +329,12 @@ class SearchResult(Listing):
         description="names of the roots whose index is still being built (grep answers "
         "exactly for them meanwhile)",
     )
+    failed: list[str] = Field(
+        default_factory=list,
+        exclude_if=_empty,
+        description="names of the roots whose index could not be built (reindex tries "
+        "again; grep answers exactly without it)",
+    )
     next_cursor: str | None = None
 
 

@@ -462,6 +462,19 @@ class IndexFolder:
                 if e.code != "not_found":
                     raise
 
+    def set_aside(self, name: str) -> str:
+        """Move the subfolder ``name`` aside as ``<name>.broken`` (the one set aside before,
+        if any, removed first: at most one is kept, counted in the folder's size and evicted
+        with it), for whoever wants to see what broke. Returns the new name."""
+        aside = name + ".broken"
+        self.remove(aside)
+        try:
+            self.fs.rename([name.encode()], [aside.encode()])
+        except RootgrepError as e:
+            if e.code != "not_found":
+                raise
+        return aside
+
     def append(self, name: str, data: bytes) -> None:
         """Append to a file of the folder (made if missing, mode 0600, never through a
         link), then fsync it: what was appended survives a crash whole or as a torn tail."""

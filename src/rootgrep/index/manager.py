@@ -38,6 +38,7 @@ from .store import (
     SyncStats,
     WriterBusy,
     default_cache_dir,
+    first_line,
     prune_cache,
 )
 from .watch import Inotify, TreeWatcher
@@ -61,6 +62,7 @@ class Indexed:
     index: RootIndex | None = None
     state: State = "building"
     error: str | None = None
+    healed: bool = False  # its index was set aside and rebuilt once (``_healing``)
     dirty: set[bytes] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -512,14 +514,7 @@ class IndexManager:
             tell(f"indexing {shown}: {done} files examined")
 
         try:
-            kw: dict[str, Any] = {"cache": self.cache, "identity": ix.identity}
-            if self.max_file_size:
-                kw["max_file_size"] = self.max_file_size
-            try:
-                index = RootIndex(self.cache_dir, ix.root_path, hold_writer=self.hold_writer, **kw)
-            except WriterBusy:
-                index = RootIndex(self.cache_dir, ix.root_path, **kw)
-            ix.index = index
+            index = ix.index = self._open_index(ix)
             if self.watch:
                 w = threading.Thread(
                     target=self._watch, args=(ix,), name="rootgrep-watch", daemon=True
@@ -543,11 +538,8 @@ class IndexManager:
                         if ix.stop.is_set():
                             return
                         ix.role = "writer"
-                        ix.last_sync = index.sync(
-                            ix.fs,
-                            progress=progress,
-                            cancelled=ix.stop.is_set,
-                            grep_ready=grep_ready,
+                        ix.last_sync = self._healing(
+                            ix, index, None, progress=progress, grep_ready=grep_ready
                         )
                     if ix.stop.is_set():
                         return
@@ -568,10 +560,10 @@ class IndexManager:
                         return
                     log.info("the writer of the index of %r went away; taking over", shown)
         except Exception as e:  # an index is an optimisation: grep falls back to live
-            log.warning("indexing %r failed: %r", ix.root_path, e)
+            ix.error = f"{type(e).__name__}: {first_line(e)}"
+            log.warning("indexing %r failed: %s", ix.root_path, ix.error)
             ix.folding = False  # (nothing folds changes in any more: never "ready" again)
             ix.state = "off"
-            ix.error = f"{type(e).__name__}: {e}"
             ix.built.set()
 
     def _follow(self, ix: Indexed, index: RootIndex) -> bool:
@@ -640,12 +632,52 @@ class IndexManager:
             ix.marked.clear()
         if full:
             ix.rescan.clear()
-            stats = index.sync(ix.fs, progress=progress, cancelled=ix.stop.is_set)
-        else:
-            stats = index.sync(ix.fs, only=pending, cancelled=ix.stop.is_set)
+        stats = IndexManager._healing(ix, index, None if full else pending, progress=progress)
         with ix.lock:
             ix.dirty -= pending - ix.marked
         return stats
+
+    @staticmethod
+    def _healing(
+        ix: Indexed,
+        index: RootIndex,
+        only: set[bytes] | None,
+        *,
+        progress: Progress | None = None,
+        grep_ready: Callable[[], None] | None = None,
+    ) -> SyncStats:
+        """``index.sync`` (of ``only``, or of the whole tree); an index found damaged by it
+        (tantivy's ``ValueError``: a ``meta.json`` torn since it opened, a segment a commit
+        cannot read) is set aside and rebuilt in full, once in the root's life (damage
+        again, or a bug, then leaves the root off, as before: grep scans live)."""
+        try:
+            return index.sync(
+                ix.fs, only=only, progress=progress, cancelled=ix.stop.is_set,
+                grep_ready=grep_ready,
+            )  # fmt: skip
+        except ValueError as e:
+            if ix.healed:
+                raise
+            ix.healed = True
+            index.rebuild(e)
+        before, ix.state, ix.grep_first = ix.state, "building", False
+        stats = index.sync(
+            ix.fs, progress=progress, cancelled=ix.stop.is_set, grep_ready=grep_ready
+        )
+        if before in ("ready", "stale"):  # (a fold's: built again, as it was)
+            ix.state = before
+        return stats
+
+    def _open_index(self, ix: Indexed) -> RootIndex:
+        """The root's index opened (made when missing; set aside and made again when it does
+        not open: ``RootIndex._open``)."""
+        kw: dict[str, Any] = {"cache": self.cache, "identity": ix.identity}
+        if self.max_file_size:
+            kw["max_file_size"] = self.max_file_size
+        try:
+            return RootIndex(self.cache_dir, ix.root_path, hold_writer=self.hold_writer, **kw)
+        except WriterBusy:
+            return RootIndex(self.cache_dir, ix.root_path, **kw)
 
     def _fresh(self, ix: Indexed) -> State:
         """The state of a built index: ready only while a working watcher keeps it fresh."""
@@ -788,14 +820,23 @@ class IndexManager:
         deadline = time.monotonic() + 3600
         while ix.index is None and time.monotonic() < deadline and ix.state != "off":
             time.sleep(0.01)
+        if ix.index is None and ix.state == "off":  # (its opening failed: tried again)
+            try:
+                ix.index = self._open_index(ix)
+            except Exception as e:
+                ix.error = f"{type(e).__name__}: {first_line(e)}"
         if ix.index is None:
-            raise IndexUnavailable(f"the index could not be opened: {ix.error or 'unknown'}")
+            raise IndexUnavailable(
+                f"the index could not be opened ({ix.error or 'unknown'}); check that the cache "
+                "dir (--cache-dir) is writable and not full, then call reindex again"
+            )
+        ix.healed = False  # (a reindex always may set a damaged index aside and rebuild it)
         try:
             stats = self._fold(ix, ix.index, full=True, progress=progress)
         except WriterBusy:
             raise IndexUnavailable(
                 "another process (rootgrep daemon) is writing this index; it keeps it fresh"
             ) from None
-        ix.state = self._fresh(ix)
+        ix.state, ix.error = self._fresh(ix), None
         ix.built.set()
         return stats

@@ -21,6 +21,7 @@ never through a link, each folder locked shared while it is open so eviction ski
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -340,6 +341,18 @@ class _StateMoved(Exception):
     """Another process wrote the index between a sync's start and its taking the writer."""
 
 
+def first_line(e: BaseException, limit: int = 200) -> str:
+    """An error as one short line (tantivy's quote a whole ``meta.json``: cut before it)."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    text = text.split(" Content:", 1)[0]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Damaged(Exception):
+    """The tantivy folder does not open (a torn ``meta.json``, a segment that is not whole):
+    set aside and made again (``RootIndex._open``)."""
+
+
 def paths_by_fid(entries: dict[bytes, Entry]) -> dict[int, bytes]:
     """Each indexed file's path by its id; raises ``IndexCorrupt`` when two paths share one."""
     return dict(Entries(entries).paths)
@@ -507,10 +520,16 @@ class RootIndex:
     def _open(self) -> None:
         self.dir = self.folder.path
         self.schema = _schema()
-        if self._made():
-            self._open_made()
-        else:  # another process may be making it at this moment: one at a time (else one
-            with self.folder.exclusive(OPEN_LOCK):  # removes the index the other just made)
+        made = self._made()
+        try:
+            if made:
+                self._open_made()
+            else:  # another process may be making it at this moment: one at a time (else
+                with self.folder.exclusive(OPEN_LOCK):  # one removes what the other made)
+                    self._open_made()
+        except _Damaged as e:  # set aside and made again, once (a second failure is raised)
+            with self.folder.exclusive(OPEN_LOCK):
+                self._set_aside(first_line(e.__cause__ or e))
                 self._open_made()
         if self.hold_writer:
             self._writer = self._new_writer()
@@ -539,7 +558,10 @@ class RootIndex:
             self.folder.remove(STATE_FILE)
             self.folder.remove(JOURNAL_FILE)
         fresh = fresh or stale
-        self.index = Index(self.schema, path=self._tantivy_path, reuse=True)
+        try:
+            self.index = Index(self.schema, path=self._tantivy_path, reuse=True)
+        except ValueError as e:  # (a torn meta.json, a segment whose footer is not whole)
+            raise _Damaged("it does not open") from e
         # searchers move only with ``reload`` (under the lock, with the state that names the
         # documents: a file id is only ever read with the state it belongs to), never on
         # their own as a commit (this process's or another's) lands
@@ -620,8 +642,42 @@ class RootIndex:
 
     def _load_state(self) -> None:
         at = Journal()
-        entries, synced_at = self._read_state(at) or ({}, None)
+        got = self._read_state(at)
+        if got is None and self.index.searcher().num_docs:
+            # (documents no state names: their file ids would be handed out again, to other
+            # files; a snapshot is replaced whole, so only damage or a hand leaves this)
+            log.warning("the index state in %s is missing or torn; rebuilding the index", self.dir)
+            self.corrupt = True
+        entries, synced_at = got or ({}, None)
         self._set_state(entries, synced_at, at)
+
+    def _set_aside(self, why: str) -> None:
+        """The tantivy folder moved aside (``tantivy.broken``) with the state naming its
+        documents, so that the next open makes an empty index (under ``OPEN_LOCK``)."""
+        aside = self.folder.set_aside("tantivy")
+        for name in (STATE_FILE, JOURNAL_FILE):
+            self.folder.remove(name)
+        log.warning("the index in %s is damaged (%s); moved aside as %s and rebuilt from the "
+                    "files", self.dir, why, aside)  # fmt: skip
+
+    def rebuild(self, why: BaseException) -> None:
+        """Set the index aside and start again empty (the next sync rebuilds it in full):
+        for damage found after it opened (a ``meta.json`` torn since, a segment a commit
+        cannot read). A held writer is let go first; searchers already taken keep reading
+        the old files."""
+        with self._sync_lock:
+            if self._writer is not None:
+                with contextlib.suppress(ValueError):
+                    self._writer.rollback()
+                self._writer = None
+            self._let_carried_go()
+            with self.folder.exclusive(OPEN_LOCK):
+                self._set_aside(first_line(why))
+                with self._lock:
+                    self._open_made()
+            self.corrupt = False
+            if self.hold_writer:
+                self._writer = self._new_writer()
 
     def _set_state(
         self, entries: dict[bytes, Entry] | Entries, synced_at: float | None, at: Journal

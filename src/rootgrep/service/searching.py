@@ -298,6 +298,7 @@ class Searching(ServiceBase):
         hits: list[tuple[float, int, bytes, Root, Any, Ranking]] = []
         partial = False
         building: list[str] = []
+        failed: list[str] = []  # (off: the build failed, it is not coming)
         for ti, (r, comps) in enumerate(targets):
             token.check()
             self.indexes.use(r)  # (no owner: stopped once unused for idle_seconds)
@@ -307,7 +308,12 @@ class Searching(ServiceBase):
                 building.append(r.name)
                 continue
             ix, place = found
-            if ix.state != "ready" or (ix.index is not None and ix.index.entries.bare):
+            if ix.state == "off":
+                partial = True
+                failed.append(r.name)
+            elif ix.state not in ("ready", "stale") or (
+                ix.index is not None and ix.index.entries.bare
+            ):  # (stale: built, but unwatched; list_roots says so: it is not being built)
                 partial = True  # (building; or built for grep, its words not all committed)
                 building.append(r.name)
             if ix.index is None or ix.index.foreign:
@@ -373,6 +379,7 @@ class Searching(ServiceBase):
             results=results,
             partial=partial,
             building=building,
+            failed=failed,
             next_cursor=encode_cursor("search", fp, o=at) if more else None,
         )
         result._resume = resume_at

@@ -212,7 +212,12 @@ def answer_search(r: SearchResult, out: Out) -> str:
 
     def footer(k: int) -> str:
         notes: list[str] = []
-        if r.partial:
+        if r.failed:
+            notes.append(
+                f"(partial: the index of {', '.join(r.failed)} could not be built; call "
+                "reindex to build it again; grep answers exactly now, without the index)"
+            )
+        if r.partial and (r.building or not r.failed):
             where = ", ".join(r.building) or "a root"
             notes.append(
                 f"(partial: the index of {where} is still being built, so results may be "
