@@ -333,7 +333,20 @@ def _serve_parser() -> argparse.ArgumentParser:
         help="HTTP: a Host header value clients use, as name, name:port or [v6]:port "
         "(repeatable; the loopback names are always allowed; Origin must match too)",
     )
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=int, default=8765, help="HTTP port (0: one the kernel picks)")
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        help="HTTP: open connections at most (default: a quarter of the fd limit, 32-1024); "
+        "past it the oldest one still waiting for its request is closed",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="HTTP: a request's head and body must arrive within this (default 10)",
+    )
     p.add_argument("--allow-write", action="store_true", help="offer the write tools")
     p.add_argument("--no-index", action="store_true", help="do not build search indexes")
     p.add_argument("--symlinks", choices=("within", "never"), default="within")
@@ -465,6 +478,12 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+    if (args.max_connections is not None and args.max_connections < 1) or (
+        args.request_timeout is not None and not args.request_timeout > 0
+    ):
+        print("rootgrep: --max-connections needs N >= 1 and --request-timeout a number of "
+              "seconds > 0", file=sys.stderr)  # fmt: skip
+        return 2
     if args.transport == "http":
         from .server import http_exposure_problem
 
@@ -523,6 +542,7 @@ def _serve(args: argparse.Namespace) -> int:
             serve_http(
                 mcp, host=args.host, port=args.port, token=token,
                 allowed_hosts=args.allowed_host, before_serving=start,
+                max_connections=args.max_connections, request_seconds=args.request_timeout,
             )  # fmt: skip
     except KeyboardInterrupt:
         status = 130

@@ -1065,22 +1065,39 @@ def serve_http(
     token: str | None,
     allowed_hosts: Sequence[str] = (),
     before_serving: Callable[[int], None] | None = None,
+    max_connections: int | None = None,
+    request_seconds: float | None = None,
 ) -> None:
     """Serve streamable HTTP. ``before_serving(port)`` runs once the app is built, uvicorn's
     modules are loaded and the listening socket is bound (``port`` is the one it got: with
     ``port=0`` the kernel chose it), and before the event loop (or any thread) starts: where
     the banner is printed, ``serve --sandbox`` restricts the process, and operator roots start
-    indexing."""
+    indexing. Connections are capped (``max_connections``, default sized for the machine)
+    and a request must arrive whole within ``request_seconds`` (``http_guard``)."""
     import uvicorn
 
+    from .http_guard import (
+        DEFAULT_REQUEST_SECONDS,
+        Guard,
+        default_max_connections,
+        defer_accept,
+        guarded_protocol,
+    )
+
+    guard = Guard(
+        max_connections or default_max_connections(), request_seconds or DEFAULT_REQUEST_SECONDS
+    )
     tune_gc()
     mcp.idle_trim = idle_trimmer()
     mcp.serving = True
     app = http_app(mcp, host=host, token=token, allowed_hosts=allowed_hosts)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", http=guarded_protocol(guard)
+    )
     config.load()  # (imports the protocol classes uvicorn picks at run time)
     config.get_loop_factory()  # (imports the event loop's module)
     sock = config.bind_socket()
+    defer_accept(sock, guard.request_seconds)
     if before_serving is not None:
         before_serving(sock.getsockname()[1])
     uvicorn.Server(config).run(sockets=[sock])

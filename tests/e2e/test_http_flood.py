@@ -1,0 +1,146 @@
+"""HTTP under idle floods: twice ``--max-connections`` of connections that send nothing, and
+as many that send their request head a byte at a time (slowloris), kept open (each one the
+server closes is opened again) against a real ``rootgrep serve --transport http`` while an
+authenticated client keeps calling it through the real SDK. The server's fds stay within the
+cap (20,000 idle connections once took all 20,000 of them, and the client timed out), the
+slow ones are closed at their deadline, and every call of the client is answered."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import text
+
+from support import listening_port, stop
+
+pytestmark = pytest.mark.anyio
+
+CAP = 16
+REQUEST_SECONDS = 2.0
+
+
+def fds_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+class Flood:
+    """``idle`` connections that send nothing and ``slow`` ones that send a request head a
+    byte every 0.3 s, each one the server closes opened again, on a thread of its own."""
+
+    HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+
+    def __init__(self, port: int, idle: int, slow: int) -> None:
+        self.port, self.idle, self.slow = port, idle, slow
+        self.closed_by_server = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _connect(self) -> socket.socket | None:
+        try:
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=1)
+        except OSError:
+            return None
+        s.setblocking(False)
+        return s
+
+    def _run(self) -> None:
+        socks: list[tuple[socket.socket | None, bool, int]] = [
+            (self._connect(), i >= self.idle, 0) for i in range(self.idle + self.slow)
+        ]
+        next_byte = time.monotonic()
+        while not self.stop.is_set():
+            now = time.monotonic()
+            send = now >= next_byte
+            if send:
+                next_byte = now + 0.3
+            for i, (s, slow, at) in enumerate(socks):
+                if s is None:
+                    socks[i] = (self._connect(), slow, 0)
+                    continue
+                try:
+                    if s.recv(4096) == b"":
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    self.closed_by_server += 1
+                    s.close()
+                    socks[i] = (self._connect(), slow, 0)
+                    continue
+                if slow and send and at < len(self.HEAD):
+                    try:
+                        s.send(self.HEAD[at : at + 1])
+                        socks[i] = (s, slow, at + 1)
+                    except OSError:
+                        pass
+            time.sleep(0.05)
+        for s, _, _ in socks:
+            if s is not None:
+                s.close()
+
+    def __enter__(self) -> Flood:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
+async def test_an_idle_and_slowloris_flood_neither_takes_the_fds_nor_the_client(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.txt").write_text("needle\n")
+    token = secrets.token_hex(16)
+    env = {**os.environ, "FLOOD_TOKEN": token, "ROOTGREP_CACHE_DIR": str(tmp_path / "cache")}
+    err = open(tmp_path / "server.err", "wb")  # noqa: SIM115 (the child's; closed below)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rootgrep", "serve", "--transport", "http", "--port", "0",
+         "--no-index", "--root", str(root), "--auth-token-env", "FLOOD_TOKEN",
+         "--max-connections", str(CAP), "--request-timeout", str(REQUEST_SECONDS)],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=err,
+    )  # fmt: skip
+    try:
+        port = await anyio.to_thread.run_sync(listening_port, proc.pid)
+        url = f"http://127.0.0.1:{port}/mcp"
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=30)) as http,
+            Client(streamable_http_client(url, http_client=http), mode="legacy") as c,
+        ):
+            r = await c.call_tool("grep", {"pattern": "needle"})
+            assert not r.is_error and "a.txt" in text(r)
+            baseline = fds_of(proc.pid)
+            most, calls = baseline, 0
+            with Flood(port, idle=2 * CAP, slow=2 * CAP) as flood:
+                end = time.monotonic() + 3 * REQUEST_SECONDS + 2
+                while time.monotonic() < end:
+                    with anyio.fail_after(15):  # (a hang guard: each call is answered)
+                        r = await c.call_tool("grep", {"pattern": "needle"})
+                    assert not r.is_error and "a.txt" in text(r), text(r)
+                    calls += 1
+                    most = max(most, fds_of(proc.pid))
+                    await anyio.sleep(0.1)
+            assert calls > 20
+            # (the client's own connections and a few being accepted besides the cap)
+            assert most - baseline <= CAP + 8, (most, baseline)
+            assert flood.closed_by_server >= 2 * CAP  # (shed, and the slow ones timed out)
+        assert "--max-connections" in (tmp_path / "server.err").read_text()  # (said)
+    finally:
+        stop(proc)
+        err.close()
