@@ -95,8 +95,15 @@ class Indexed:
         return self.grep_first and self.state == "building" and self.watch_ok and self.folding
 
     def dirty_snapshot(self) -> set[bytes]:
+        """The paths grep must read live rather than trust the index for: the changed ones
+        the watcher named, and every indexed file with more than one name (a hard link from
+        outside the root changes it where no watch of the root hears)."""
         with self.lock:
-            return set(self.dirty)
+            dirty = set(self.dirty)
+        index = self.index
+        if index is not None and index.entries.linked:
+            dirty |= index.entries.linked
+        return dirty
 
     def answers_exactly(self) -> bool:
         """Whether the index plus the dirty set give grep's exact answer right now: no full

@@ -62,6 +62,7 @@ JOURNAL_FILE = "state.log"
 JOURNAL_MIN_BYTES = 1 << 20  # a journal may always grow this far before a new snapshot
 GONE = 2  # the pending byte of a journal entry whose path is gone
 BARE = 4  # a bit of the pending byte: the entry is ``bare`` (see ``Entry``)
+LINKED = 8  # a bit of the pending byte: the file had more than one name (``Entry.linked``)
 
 _MAGIC = b"rootgrep-state-3\n"
 _HEAD = struct.Struct("<dIQ")  # synced_at (NaN: never), number of entries, generation
@@ -83,6 +84,10 @@ class Entry:
     # main document): a build commits every file's trigrams first, then their words and
     # symbols (``RootIndex._complete_locked``)
     bare: bool = False
+    # the file had more than one name (``st_nlink`` > 1) when read: another name, maybe outside
+    # the root where no watch hears it, may change it, so grep reads it live whatever the index
+    # says (``Indexed.dirty_snapshot``)
+    linked: bool = False
     # (size, mtime_ns, inode, ctime_ns), as ``confine.stat_keyed`` makes it: compared once
     # per file on every re-sync, made once, not per comparison
     key: tuple[int, int, int, int] = field(init=False, repr=False, compare=False)
@@ -199,10 +204,11 @@ class Entries(Layered[bytes, "Entry"]):
     """An index's entries by root-relative path, with what readers ask of them kept beside:
     each indexed file's path by its file id (``paths``), how many files are indexed
     (``files``) and their bytes, how many entries are pending and how many bare, the highest
-    file id. A new version (``changed``) costs time proportional to its changes, however
-    large the tree."""
+    file id, and the paths of files with more than one name (``linked``). A new version
+    (``changed``) costs time proportional to its changes (plus the linked paths', when one
+    changes), however large the tree."""
 
-    __slots__ = ("bare", "bytes", "files", "paths", "pending", "top_fid")
+    __slots__ = ("bare", "bytes", "files", "linked", "paths", "pending", "top_fid")
 
     def __init__(self, base: dict[bytes, Entry] | None = None) -> None:
         """From entries read whole (a state file): raises ``IndexCorrupt`` when two paths
@@ -222,6 +228,7 @@ class Entries(Layered[bytes, "Entry"]):
         self.pending = sum(1 for e in entries.values() if e.pending)
         self.bare = sum(1 for e in entries.values() if e.bare)
         self.top_fid = max(paths, default=0)
+        self.linked = frozenset(p for p, e in entries.items() if e.linked and e.fid)
 
     def changed(self, changes: Mapping[bytes, Entry | None]) -> Entries:
         """The next version, ``changes`` applied (None: the path is gone); raises
@@ -268,6 +275,16 @@ class Entries(Layered[bytes, "Entry"]):
         assert isinstance(out, Entries)
         out.paths = self.paths.changed(fids)
         out.files, out.bytes, out.pending, out.bare, out.top_fid = (files, size, pending, bare, top)
+        linked = self.linked
+        if any(p in linked or (e is not None and e.linked) for p, e in changes.items()):
+            now = set(linked)
+            for p, e in changes.items():
+                if e is not None and e.linked and e.fid:
+                    now.add(p)
+                else:
+                    now.discard(p)
+            linked = frozenset(now)
+        out.linked = linked
         return out
 
 
@@ -282,7 +299,7 @@ def _entries(items: Iterable[tuple[bytes, Entry | None]]) -> tuple[int, bytes]:
         if e is None:
             records.append(pack(0, 0, 0, 0, 0, GONE, len(p)))
         else:
-            flags = e.pending | (BARE if e.bare else 0)
+            flags = e.pending | (BARE if e.bare else 0) | (LINKED if e.linked else 0)
             records.append(pack(e.fid, e.size, e.mtime_ns, e.ino, e.ctime_ns, flags, len(p)))
         paths.append(p)
     return len(records), b"".join((*records, *paths))
@@ -318,7 +335,8 @@ def _unpack(data: bytes, off: int, n: int) -> tuple[list[tuple[bytes, Entry | No
         if flags == GONE:
             out.append((path, None))
         else:
-            e = Entry(fid, size, mtime_ns, ino, ctime_ns, bool(flags & 1), bool(flags & BARE))
+            e = Entry(fid, size, mtime_ns, ino, ctime_ns, bool(flags & 1), bool(flags & BARE),
+                      bool(flags & LINKED))  # fmt: skip
             out.append((path, e))
     if len(out) != n:
         raise struct.error("short entries")

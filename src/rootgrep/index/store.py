@@ -980,14 +980,15 @@ class RootIndex:
                             # (the old entry's numbers and key, shared: the stat's own are
                             # let go, some 150 bytes a file while both versions are held;
                             # 15 of the 127 MiB of Python objects at the peak of 100k files)
-                            new = Entry(old.fid, *old.key, pending=True)
+                            new = Entry(old.fid, *old.key, pending=True, linked=old.linked)
                             new.key = old.key
                             text = text_of(data)
                             shared.add((old.fid, rel, text, st), rel, text)
                         else:  # (changed since its trigrams were committed)
                             writer.delete_documents_by_query(self._fid_query(old.fid))
                             stats.updated += 1
-                            new = Entry(old.fid if data is not None else 0, *key, pending=True)
+                            new = Entry(old.fid if data is not None else 0, *key, pending=True,
+                                        linked=st.st_nlink > 1)  # fmt: skip
                             if data is not None:
                                 text = text_of(data)
                                 self._add_trigrams(writer, old.fid, text)
@@ -1068,7 +1069,7 @@ class RootIndex:
         for rel, new in changes.items():
             old = get(rel)
             if old is not None and old.fid and (new is None or new.fid != old.fid):
-                out[rel] = Entry(old.fid, *old.key, pending=True)
+                out[rel] = Entry(old.fid, *old.key, pending=True, linked=old.linked)
             elif new is not None:
                 out[rel] = new
         return out
@@ -1213,6 +1214,7 @@ class RootIndex:
                         st.st_ctime_ns,
                         pending=True,
                         bare=defer and fid != 0,
+                        linked=st.st_nlink > 1,
                     )
             if checked is not None and (cancelled is None or not cancelled()):
                 # (runs of directories no longer walked: dropped)
