@@ -166,3 +166,34 @@ def test_reindex_rebuilds_a_root_left_off_and_search_says_it_failed(
     assert ix.state == "stale" and ix.error is None
     answers_rightly(svc, r, tree, watched=False)
     assert os.path.isdir(folder_of(tmp_path / "cache") / "tantivy.broken")
+
+
+def test_an_index_another_process_writes_is_never_set_aside(tree: Path, tmp_path: Path) -> None:
+    """Found by review: a heal moved aside the folder a daemon was writing (its writer lock
+    went with it), took a writer of its own on the new one, and the daemon's next commit
+    named segments now in ``tantivy.broken``: the next open found an empty index. A heal
+    now takes tantivy's writer lock first, and leaves alone an index someone writes."""
+    from rootgrep.index.store import RootIndex
+
+    r = pin_root(str(tree))
+    cache = tmp_path / "cache"
+    writer = RootIndex(str(cache), r.path, hold_writer=True)  # (a daemon: its writer held)
+    try:
+        writer.sync(r.fs)
+        other = RootIndex(str(cache), r.path)
+        try:
+            with pytest.raises(ValueError, match="damage seen"):
+                other.rebuild(ValueError("damage seen by this one"))
+        finally:
+            other.close()
+        assert not (folder_of(cache) / "tantivy.broken").exists()
+        (tree / "p0" / "m1.py").write_text("def handler_0_1(x):\n    return 'still_written'\n")
+        assert writer.sync(r.fs, only=[b"p0/m1.py"]).updated == 1
+    finally:
+        writer.close()
+    again = RootIndex(str(cache), r.path)
+    try:
+        assert again.file_count == 40 and not again.corrupt
+    finally:
+        again.close()
+        r.close()

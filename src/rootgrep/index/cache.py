@@ -462,6 +462,33 @@ class IndexFolder:
                 if e.code != "not_found":
                     raise
 
+    @contextlib.contextmanager
+    def writer_lock(self, sub: str) -> Iterator[bool]:
+        """Try tantivy's writer lock of the subfolder ``sub`` (the ``flock`` its writers take
+        on ``.tantivy-writer.lock``), held until the block ends; yields whether it was had
+        (False: another process writes that index now). Through the folder's fd, never
+        through a link."""
+        try:
+            dirfd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            dir_fd=self.fs.fd)  # fmt: skip
+        except FileNotFoundError:
+            yield True
+            return
+        try:
+            fd = os.open(".tantivy-writer.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                         | os.O_CLOEXEC | os.O_NONBLOCK, 0o600, dir_fd=dirfd)  # fmt: skip
+        finally:
+            os.close(dirfd)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
     def set_aside(self, name: str) -> str:
         """Move the subfolder ``name`` aside as ``<name>.broken`` (the one set aside before,
         if any, removed first: at most one is kept, counted in the folder's size and evicted

@@ -313,7 +313,8 @@ class FreshnessServer:
         # the two (dirty, or the candidates), never in neither
         dirty = ix.dirty_snapshot()
         if len(dirty) > MAX_DIRTY:
-            why = f"{len(dirty)} changed paths are not folded in yet"
+            why = (f"{len(dirty)} paths are read live (changed ones not folded in yet, and "
+                   "files with more than one name): more than the index answers for")  # fmt: skip
             return {"fresh": False, "why": why}, []
         paths = store.candidates(q)  # (in walk order)
         changed = Walker(ix.fs).listed(dirty) if dirty else set()

@@ -52,6 +52,12 @@ MAX_WATCHED_ROOTS = 64  # client roots watched at once per process; others index
 TRANSIENT = -1  # the owner of uses without one (``IndexManager.use``)
 
 
+def _no_room(e: BaseException) -> bool:
+    """Whether tantivy's error is the disk's or the quota's being full (ENOSPC, EDQUOT)."""
+    text = str(e)
+    return any(s in text for s in ("No space left", "os error 28", "Disk quota", "os error 122"))
+
+
 @dataclass
 class Indexed:
     """One root's index and its background work."""
@@ -663,7 +669,7 @@ class IndexManager:
                 grep_ready=grep_ready,
             )  # fmt: skip
         except ValueError as e:
-            if ix.healed:
+            if ix.healed or _no_room(e):  # (a full disk is not damage: rebuilding needs room)
                 raise
             ix.healed = True
             index.rebuild(e)

@@ -278,18 +278,28 @@ def serve() -> None:
 
 def helper_command() -> list[str]:
     """The helper's command line: an isolated interpreter (``-I``: no working directory, no
-    ``PYTHONPATH``, no user site on its path, no ``PYTHON*`` variable read) that imports this
-    very package from where this process found it, and nothing by a relative name. Started
+    ``PYTHONPATH``, no user site on its path, no ``PYTHON*`` variable read) given this
+    process's own module path (its absolute entries but the working directory: a package or
+    dependency found through ``PYTHONPATH`` or ``pip --target`` is found there too), so it
+    imports this very package from where this process found it, and nothing by a relative
+    name. Started
     from a served tree (``rootgrep index .``, a client's ``serve`` run in its repository), a
     ``rootgrep/``, ``tree_sitter_python/``, ``re2.py`` or ``sitecustomize.py`` at the tree's
     top is never imported: ``-m rootgrep.index.parse`` put the working directory first."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        cwd = os.path.normpath(os.getcwd())
+    except OSError:
+        cwd = ""
+    path = [here] + [
+        p for p in sys.path if os.path.isabs(p) and os.path.normpath(p) not in (cwd, here)
+    ]
     code = (
-        "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+        "import sys; sep = sys.argv.pop(1); sys.path[:0] = sys.argv.pop(1).split(sep); "
         "from rootgrep.index.parse import serve; serve()"
     )
     flags = ["-I", "-B"] if sys.dont_write_bytecode else ["-I"]
-    return [sys.executable, *flags, "-c", code, here]
+    return [sys.executable, *flags, "-c", code, os.pathsep, os.pathsep.join(path)]
 
 
 def helper_environment() -> dict[str, str]:

@@ -528,9 +528,14 @@ class RootIndex:
                 with self.folder.exclusive(OPEN_LOCK):  # one removes what the other made)
                     self._open_made()
         except _Damaged as e:  # set aside and made again, once (a second failure is raised)
-            with self.folder.exclusive(OPEN_LOCK):
-                self._set_aside(first_line(e.__cause__ or e))
-                self._open_made()
+            cause = e.__cause__ or e
+            with self.folder.exclusive(OPEN_LOCK), self.folder.writer_lock("tantivy") as mine:
+                # (another process writes it: its merge may have moved a segment under this
+                # open; never set aside what someone writes)
+                if not mine:
+                    raise cause from None
+                self._set_aside(first_line(cause))
+            self._open_made_locked()
         if self.hold_writer:
             self._writer = self._new_writer()
 
@@ -544,6 +549,10 @@ class RootIndex:
         except (OSError, RootgrepError):
             return False
         return True
+
+    def _open_made_locked(self) -> None:
+        with self.folder.exclusive(OPEN_LOCK):
+            self._open_made()
 
     def _open_made(self) -> None:
         """Open the index, made (or made again) first when missing or stale."""
@@ -669,10 +678,15 @@ class RootIndex:
             if self._writer is not None:
                 with contextlib.suppress(ValueError):
                     self._writer.rollback()
+                with contextlib.suppress(ValueError):  # (its lock let go now, not at a GC)
+                    self._writer.wait_merging_threads()
                 self._writer = None
             self._let_carried_go()
             with self.folder.exclusive(OPEN_LOCK):
-                self._set_aside(first_line(why))
+                with self.folder.writer_lock("tantivy") as mine:
+                    if not mine:  # (another process writes it now: not this one's to drop)
+                        raise why
+                    self._set_aside(first_line(why))
                 with self._lock:
                     self._open_made()
             self.corrupt = False
