@@ -212,3 +212,33 @@ def listening_port(pid: int, seconds: float = 30.0) -> int:
         if time.monotonic() > deadline:
             raise AssertionError(f"process {pid} did not listen within {seconds} s")
         time.sleep(0.02)
+
+
+def wait_until(pred: Any, seconds: float = 30.0, what: str = "the condition") -> None:
+    """Until ``pred()`` holds (a hang guard, not a threshold: it fails the test only when
+    the thing never happens)."""
+    deadline = time.monotonic() + seconds
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.03)
+
+
+@contextlib.contextmanager
+def watched(tree: Path, cache: Path, *, built: bool = True) -> Any:
+    """``tree`` pinned as an operator root, its index activated (built and watched first,
+    unless ``built`` is False: then calls meet the build), and a service over both: yields
+    (root, manager, service); all closed after."""
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+    from rootgrep.service import Service, Settings
+
+    r = pin_root(str(tree))
+    manager = IndexManager(str(cache))
+    try:
+        manager.activate(r, 0)
+        if built:
+            assert manager.wait_built(r.path, 60)
+        yield r, manager, Service([r], Settings(), indexes=manager)
+    finally:
+        manager.close()
+        r.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +15,8 @@ import pytest
 
 from rootgrep.index.manager import IndexManager
 from rootgrep.roots import Root, pin_root
-from rootgrep.service import Service, Settings, Token
-from support import rg_matches
+from rootgrep.service import Service, Token
+from support import rg_matches, wait_until, watched
 
 
 @pytest.fixture
@@ -59,33 +58,22 @@ DAMAGE = {"torn meta.json": tear_meta, "broken segment": break_segment, "torn st
 def build(tree: Path, cache: Path) -> None:
     """Built and closed as a server builds it (bound to the directory: nothing but the
     damage makes the next open rebuild)."""
-    r = pin_root(str(tree))
-    manager = IndexManager(str(cache))
-    try:
-        manager.activate(r, 0)
-        assert manager.wait_built(r.path, 60)
-    finally:
-        manager.close()
-        r.close()
+    with watched(tree, cache):
+        pass
 
 
 @pytest.fixture
 def served(tree: Path, tmp_path: Path) -> Iterator[tuple[Root, IndexManager, Service]]:
-    r = pin_root(str(tree))
-    manager = IndexManager(str(tmp_path / "cache"))
-    try:
-        yield r, manager, Service([r], Settings(), indexes=manager)
-    finally:
-        manager.close()
-        r.close()
+    with watched(tree, tmp_path / "cache") as served:
+        yield served
 
 
-def answers_rightly(svc: Service, r: Root, tree: Path, watched: bool = True) -> None:
+def answers_rightly(svc: Service, r: Root, tree: Path, indexed: bool = True) -> None:
     """grep (from the index while it is watched) equal to rg; search finds a definition and
     says nothing is partial; the index holds one main document per file (none of a lost
     state's left)."""
     got = svc.grep([r], Token(), pattern="handler_2_")
-    assert got.index_used == watched
+    assert got.index_used == indexed
     assert [(m.path, m.line) for m in got.matches] == rg_matches(tree, "handler_2_")
     hits = svc.search([r], Token(), query="handler_3_7")
     assert [h.path for h in hits.results] == ["p3/m7.py"] and not hits.partial
@@ -95,29 +83,26 @@ def answers_rightly(svc: Service, r: Root, tree: Path, watched: bool = True) -> 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_an_index_damaged_while_closed_is_set_aside_and_rebuilt_at_open(
-    tree: Path, tmp_path: Path, served: tuple[Root, IndexManager, Service], damage: str,
-    caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+    tree: Path, tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
     cache = tmp_path / "cache"
     build(tree, cache)
     DAMAGE[damage](cache)
-    r, manager, svc = served
-    with caplog.at_level(logging.WARNING, logger="rootgrep.index"):
-        manager.activate(r, 0)
+    with (
+        caplog.at_level(logging.WARNING, logger="rootgrep.index"),
+        watched(tree, cache, built=False) as (r, manager, svc),
+    ):
+        # asked at once, while the damaged index is set aside and rebuilt: exact throughout
+        for _ in range(20):
+            got = svc.grep([r], Token(), pattern="handler_2_")
+            assert [(m.path, m.line) for m in got.matches] == rg_matches(tree, "handler_2_")
         assert manager.wait_built(r.path, 60)
-    ix = manager.get(r.path)
-    assert ix is not None and ix.state == "ready", ix.error
-    assert "rebuil" in caplog.text  # (one line says what happened)
-    answers_rightly(svc, r, tree)
+        ix = manager.get(r.path)
+        assert ix is not None and ix.state == "ready", ix.error
+        assert "rebuil" in caplog.text  # (one line says what happened)
+        answers_rightly(svc, r, tree)
     if damage != "torn state":  # (the state alone is rebuilt in place: nothing to keep)
         assert (folder_of(cache) / "tantivy.broken").is_dir()
-
-
-def wait_until(pred, seconds: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_an_index_damaged_while_serving_heals_at_the_next_fold(
@@ -127,8 +112,6 @@ def test_an_index_damaged_while_serving_heals_at_the_next_fold(
     """The watcher's fold opens a writer, which reads ``meta.json``: it failed, the root went
     ``off``, and search said "still being built" from then on."""
     r, manager, svc = served
-    manager.activate(r, 0)
-    assert manager.wait_built(r.path, 60)
     tear_meta(tmp_path / "cache")
     with caplog.at_level(logging.WARNING, logger="rootgrep.index"):
         (tree / "p0" / "m0.py").write_text("def handler_0_0(x):\n    return 'edited_while_torn'\n")
@@ -150,8 +133,6 @@ def test_reindex_rebuilds_a_root_left_off_and_search_says_it_failed(
     """Damaged again after its one heal, the root is left off (grep scans live); search
     says the index could not be built (not "still being built"), and reindex rebuilds it."""
     r, manager, svc = served
-    manager.activate(r, 0)
-    assert manager.wait_built(r.path, 60)
     ix = manager.get(r.path)
     assert ix is not None
     ix.healed = True  # (its one heal spent)
@@ -164,7 +145,7 @@ def test_reindex_rebuilds_a_root_left_off_and_search_says_it_failed(
     assert res.roots[0].files == 40
     # (stale: its watcher's folds ended with the failure; grep scans live, search answers)
     assert ix.state == "stale" and ix.error is None
-    answers_rightly(svc, r, tree, watched=False)
+    answers_rightly(svc, r, tree, indexed=False)
     assert os.path.isdir(folder_of(tmp_path / "cache") / "tantivy.broken")
 
 

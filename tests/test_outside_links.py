@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from rootgrep.index.manager import IndexManager
-from rootgrep.roots import Root, pin_root
-from rootgrep.service import Service, Settings, Token
+from rootgrep.roots import Root
+from rootgrep.service import Service, Token
+from support import watched
 
 
 @pytest.fixture
@@ -36,15 +37,8 @@ def world(tmp_path: Path) -> tuple[Path, Path]:
 def served(
     world: tuple[Path, Path], tmp_path: Path
 ) -> Iterator[tuple[Root, IndexManager, Service]]:
-    r = pin_root(str(world[0]))
-    manager = IndexManager(str(tmp_path / "cache"))
-    try:
-        manager.activate(r, 0)
-        assert manager.wait_built(r.path, 60)
-        yield r, manager, Service([r], Settings(), indexes=manager)
-    finally:
-        manager.close()
-        r.close()
+    with watched(world[0], tmp_path / "cache") as served:
+        yield served
 
 
 def edit_in_place(path: Path, old: str, new: str) -> None:

@@ -17,8 +17,8 @@ from rootgrep.index.manager import IndexManager
 from rootgrep.index.state import Entry
 from rootgrep.index.store import RootIndex
 from rootgrep.roots import Root, pin_root
-from rootgrep.service import Service, Settings, Token
-from support import ROOTGREP, start_daemon, stop
+from rootgrep.service import Service, Token
+from support import ROOTGREP, start_daemon, stop, wait_until, watched
 
 EDITS = ["touch -r", "touch -d", "cp -p", "os.utime"]
 OLD, NEW = "old_token_1", "new_token_9"  # (the same length: the size stays)
@@ -86,30 +86,17 @@ def test_a_resync_after_a_restart_sees_an_edit_that_kept_size_and_mtime(
             assert stats.updated == 1
         finally:
             ix.close()
-        manager = IndexManager(str(tmp_path / "cache"))
-        try:
-            manager.activate(r, 0)
-            assert manager.wait_built(r.path, 60)
-            svc = Service([r], Settings(), indexes=manager)
-            assert found(svc, r, NEW) == (["p1/target.py"], ["p1/target.py"])
-            assert found(svc, r, OLD) == ([], [])
-        finally:
-            manager.close()
     finally:
         r.close()
+    with watched(tree, tmp_path / "cache") as (r, _, svc):
+        assert found(svc, r, NEW) == (["p1/target.py"], ["p1/target.py"])
+        assert found(svc, r, OLD) == ([], [])
 
 
 @pytest.fixture
 def serving(tree: Path, tmp_path: Path) -> Iterator[tuple[Root, IndexManager, Service]]:
-    r = pin_root(str(tree))
-    manager = IndexManager(str(tmp_path / "cache"))
-    try:
-        manager.activate(r, 0)
-        assert manager.wait_built(r.path, 60)
-        yield r, manager, Service([r], Settings(), indexes=manager)
-    finally:
-        manager.close()
-        r.close()
+    with watched(tree, tmp_path / "cache") as served:
+        yield served
 
 
 @pytest.mark.parametrize("how", EDITS)
@@ -125,15 +112,6 @@ def test_the_watchers_fold_keeps_an_edit_that_kept_size_and_mtime(
     wait_until(lambda: found(svc, r, NEW) == (["p1/target.py"], ["p1/target.py"]))
     assert not ix.dirty  # (answered by the index itself, not from the dirty set)
     assert found(svc, r, OLD) == ([], [])
-
-
-def wait_until(pred, seconds: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    import time
-
-    deadline = time.monotonic() + seconds
-    while not pred():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_a_sync_of_the_paths_a_watcher_named_reads_them_whatever_their_key(

@@ -8,7 +8,6 @@ of a grammar. Each planted module writes a marker file outside the tree; none ma
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_helpers import text
 
 from rootgrep.index import parse as parse_mod
-from support import ROOTGREP, start_daemon, stop
+from support import ROOTGREP, listening_port, start_daemon, stop
 
 PLANTED = ["rootgrep", "tree_sitter", "tree_sitter_python", "tree_sitter_c", "re2", "tantivy",
            "sitecustomize", "usercustomize", "watchfiles", "pathspec"]  # fmt: skip
@@ -150,14 +149,11 @@ def test_an_http_server_started_inside_a_hostile_tree_runs_none_of_it(
     tree: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([ROOTGREP, "serve", "--transport", "http", "--port", str(port),
+    proc = subprocess.Popen([ROOTGREP, "serve", "--transport", "http", "--port", "0",
                              "--root", "."], cwd=tree, env=env_for(cache),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        assert proc.stderr is not None
+        listening_port(proc.pid)  # (serving: its build, with its helper, has started)
         # (served once it has built: ``index`` then asks its cache, from the same folder)
         out = subprocess.run([ROOTGREP, "index", "."], cwd=tree, env=env_for(cache),
                              capture_output=True, text=True, timeout=240)  # fmt: skip
