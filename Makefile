@@ -38,6 +38,8 @@ bench: install
 	$(BIN)/python benchmarks/report.py .benchmarks/latest.json
 	$(BIN)/python benchmarks/index_peer.py
 	$(BIN)/python benchmarks/cli_process.py
+	$(BIN)/python benchmarks/reopen.py
+	$(BIN)/python benchmarks/agent_tasks.py
 
 # synthetic trees up to 500k files (tens of minutes, ~3 GB in TMPDIR while it runs); not part
 # of `make bench`. ARGS passes options, e.g. `make bench-growth ARGS="--sizes 5000,20000"`

@@ -196,7 +196,7 @@ def test_an_older_schemas_folder_goes_when_not_held_and_stays_while_held(
         ix.close()
         assert _folder(cache, r.path, 9).is_dir()  # held by the running old version
         assert not bare.exists()
-        assert _folder(cache, r.path, 11).is_dir() and other_root.is_dir()
+        assert _folder(cache, r.path, SCHEMA_VERSION + 1).is_dir() and other_root.is_dir()
         assert cli_main(["status", "--cache-dir", str(cache)]) == 0
         assert "index of schema 9 (another rootgrep version)" in capsys.readouterr().out
 
@@ -204,7 +204,9 @@ def test_an_older_schemas_folder_goes_when_not_held_and_stays_while_held(
         ix = RootIndex(str(cache), r.path)
         ix.close()
         assert not _folder(cache, r.path, 9).exists()
-        assert _folder(cache, r.path).is_dir() and _folder(cache, r.path, 11).is_dir()
+        assert (
+            _folder(cache, r.path).is_dir() and _folder(cache, r.path, SCHEMA_VERSION + 1).is_dir()
+        )
         assert other_root.is_dir()
         assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # (none left mid-way)
     finally:

@@ -124,7 +124,7 @@ def test_an_index_of_the_previous_schema_is_rebuilt_with_symbols(tmp_path: Path)
         ix.sync(r.fs)
         ix._write_manifest()
         manifest = ix.folder.read_json("manifest.json")
-        assert manifest is not None and manifest["schema_version"] == SCHEMA_VERSION == 11
+        assert manifest is not None and manifest["schema_version"] == SCHEMA_VERSION == 12
         ix.folder.write(  # as an index of schema 9 (a file's first trigrams in its main doc) left it
             "manifest.json",
             ix.folder.read("manifest.json").replace(

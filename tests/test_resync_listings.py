@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -811,10 +812,10 @@ def test_an_unchanged_settled_tree_stats_no_run_into_stat_results(
     real = confine.stat_keyed
 
     def counting(
-        dirfd: int, names: list[bytes], max_size: int
+        dirfd: int, names: list[bytes], max_size: int, *more: Any
     ) -> tuple[list[os.stat_result | None], list[confine.FileKey | None]]:
         calls.append(len(names))
-        return real(dirfd, names, max_size)
+        return real(dirfd, names, max_size, *more)
 
     monkeypatch.setattr(confine, "stat_keyed", counting)
     said: list[int] = []

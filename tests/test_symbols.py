@@ -788,11 +788,13 @@ def test_outline_nests_methods_under_their_class_and_nested_classes():
 def test_outline_follows_containers_in_cpp_and_keeps_siblings_with_one_range_apart():
     tree = outline(extract(*[x.encode() for x in _case("cpp")]) or [])
     geo = _shape(tree)[1]
-    # `Shape::scale` is defined out of line inside the namespace: under the namespace
+    # `Shape::scale` (out of line inside the namespace) and `geo::Point::move` (out of it)
+    # are under their owners
     assert geo == (
         "geo",
-        [("Shape", [("describe", [])]), ("Point", [("distance", [])]), ("scale", [])],
+        [("Shape", [("describe", []), ("scale", [])]), ("Point", [("distance", []), ("move", [])])],
     )
+    assert "move" not in [name for name, _ in _shape(tree)]
     c = "typedef struct tag {\n    int a;\n} tag_t;\n"
     assert _shape(outline(extract(b"t.c", c.encode()) or [])) == [("tag", []), ("tag_t", [])]
 

@@ -1217,7 +1217,7 @@ def _grep(args: argparse.Namespace) -> int:
     try:
         matcher = Matcher(_query_of(patterns, args, before, after))
     except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
-        raise InvalidPattern(e.message.replace("pass regex=false", "pass -F")) from None
+        raise InvalidPattern(e.message.replace("pass fixed_strings=true", "pass -F")) from None
     rules = _GlobRules(args.globs) if args.globs else None
     out = _stdout_blocks()
     given = paths or ["."]

@@ -671,7 +671,7 @@ FileKey = tuple[int, int, int, int]
 
 
 def stat_keyed(
-    dirfd: int, names: list[bytes], max_size: int
+    dirfd: int, names: list[bytes], max_size: int, large: list[int] | None = None
 ) -> tuple[list[os.stat_result | None], list[FileKey | None]]:
     """The stat of each of ``names`` (single names beneath the confined directory
     ``dirfd``, one ``fstatat`` each, never through a link) and its key (``FileKey``),
@@ -702,6 +702,9 @@ def stat_keyed(
             if st is not None and is_hidden(st):
                 keys[i] = None
     if None in keys:
+        if large is not None:  # (how many are regular files over max_size: a coverage count)
+            large.append(sum(1 for st in sts if st is not None and st.st_size > max_size
+                             and st.st_mode & _S_IFMT == _S_IFREG))  # fmt: skip
         sts = [st if key is not None else None for st, key in zip(sts, keys, strict=True)]
     return sts, keys
 

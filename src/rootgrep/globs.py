@@ -53,6 +53,12 @@ class Globs:
     __slots__ = ("_spec",)
 
     def __init__(self, patterns: Sequence[str], what: str = "glob") -> None:
+        for p in patterns:
+            if _unclosed_class(p):  # (as rg's globs: gitignore rules would match it literally)
+                raise InvalidPattern(
+                    f"the {what} {p[:200]!r} opens a character class `[` it never closes; "
+                    "close it (`[a-z]`), or write `\\[` to match a `[`"
+                )
         lines = [glob_text(x) for p in patterns for x in expand_braces(p, what)]
         try:
             self._spec = GitIgnoreSpec.from_lines(lines)
@@ -197,6 +203,30 @@ def _expand(
         i = lit = close + 1
     tail = p[lit:b]
     return [o + tail for o in out]
+
+
+def _unclosed_class(pattern: str) -> bool:
+    """Whether ``pattern`` has a ``[`` (not escaped) with no ``]`` after it to close it (a
+    ``]`` right after ``[`` or ``[!`` is part of the class, as in fnmatch)."""
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = i + 1
+            if j < n and pattern[j] in "!^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            close = pattern.find("]", j)
+            if close < 0:
+                return True
+            i = close + 1
+            continue
+        i += 1
+    return False
 
 
 def expand_braces(pattern: str, what: str = "glob") -> list[str]:

@@ -153,13 +153,15 @@ class Cancelled(Exception):
 class GrepStats:
     """What a search did; ``stopped``: the sink asked to stop (e.g. max_results reached)."""
 
-    __slots__ = ("files_matched", "files_searched", "matches", "stopped")
+    __slots__ = ("binary", "files_matched", "files_searched", "matches", "stopped", "too_large")
 
     def __init__(self) -> None:
         self.files_searched = 0
         self.files_matched = 0
         self.matches = 0
         self.stopped = False
+        self.binary = 0  # files of a walk left out as binary (a NUL in their first 8 KiB)
+        self.too_large = 0  # ... as larger than max_file_size
 
     def __repr__(self) -> str:
         return (
@@ -364,7 +366,7 @@ def _line_escape(pattern: str) -> str | None:
     return None
 
 
-def _plain_regex(pattern: str) -> bool:
+def plain_regex(pattern: str) -> bool:
     """A regex that matches exactly its own text: no metacharacter, and valid UTF-8 (RE2
     refuses other bytes). Such a pattern is looked for as a literal, as ``bytes.find``."""
     if not pattern or not _META.isdisjoint(pattern):
@@ -410,7 +412,7 @@ class Matcher:
             or ("\\" not in q.pattern and "(" not in q.pattern)  # (neither can be there)
             or _whole_text().search(q.pattern) is None
         )
-        if (not q.regex or _plain_regex(q.pattern)) and q.case_sensitive and not q.whole_word:
+        if (not q.regex or plain_regex(q.pattern)) and q.case_sensitive and not q.whole_word:
             self._literal = raw
             self._re = None
             self._scan: Any = None  # (compiled at its first use: a live grep never needs RE2)
@@ -437,7 +439,8 @@ class Matcher:
             msg = msg.split(": ", 1)[0]  # RE2 appends the (internally wrapped) pattern
             raise InvalidPattern(
                 f"the regex {q.pattern[:200]!r} does not compile ({msg}); RE2 syntax has no "
-                "look-around or backreferences, or pass regex=false for a literal"
+                "look-around or backreferences; to search for it as written, pass "
+                "fixed_strings=true"
             ) from None
         self._m = self._re._regexp.Match
         if q.case_sensitive:
@@ -725,7 +728,16 @@ def _read_chunks(
     size = 0
 
     def read(dirfd: int, name: bytes) -> bytes | None:
-        return confine.read_searchable_at(dirfd, name, max_file_size)
+        got = confine.read_searchable_stat_at(dirfd, name, max_file_size)
+        if got is None:  # (gone, or not a regular file)
+            return None
+        data, st = got
+        if data is None:
+            if st.st_size > max_file_size:
+                stats.too_large += 1
+            else:
+                stats.binary += 1
+        return data
 
     for path, text in _read_each(batches, stats, cancelled, read):
         paths.append(path)

@@ -152,6 +152,22 @@ class GrepFile(BaseModel):
     matches: int = Field(description="matching lines in this file")
 
 
+class OtherReading(BaseModel):
+    read_as: Literal["literal", "regex"]
+    matches: int
+    files: int
+    exact: bool = True
+
+
+class NotSearched(BaseModel):
+    """What a search left out of its scope (counts only: none of it was read)."""
+
+    hidden: int = Field(0, description="hidden entries (names starting with .): hidden=true")
+    ignored: int = Field(0, description="entries .gitignore/.ignore leave out: no_ignore=true")
+    binary: int = Field(0, description="binary files (a NUL in their first 8 KiB)")
+    too_large: int = Field(0, description="files over the server's --max-file-size")
+
+
 class GrepResult(Listing):
     output_mode: OutputMode = "content"
     matches: list[GrepMatch] = Field(description="output_mode=content: the matching lines")
@@ -161,7 +177,24 @@ class GrepResult(Listing):
         description="output_mode=files_with_matches or count: the matching files, in path order",
     )
     total_matches: int = Field(
-        0, description="matching lines in this answer (files modes: summed over its files)"
+        0,
+        description="matching lines in the whole scope, not only this page (at least this "
+        "many when total_exact is false)",
+    )
+    total_files: int = Field(0, description="files with a match in the whole scope")
+    total_exact: bool = Field(
+        True, description="false: counting stopped at its time cap; the totals are lower bounds"
+    )
+    skipped: NotSearched | None = Field(
+        None,
+        exclude_if=_empty,
+        description="what the scope holds that was not searched (entries, not their contents: "
+        "a hidden directory counts once; through an index, binary files only)",
+    )
+    other_reading: OtherReading | None = Field(
+        None,
+        exclude_if=_empty,
+        description="nothing matched: what the pattern matches read the other way",
     )
     truncated: bool = Field(description="more results exist: pass next_cursor to get them")
     next_cursor: str | None = None
@@ -335,6 +368,16 @@ class SearchResult(Listing):
         description="names of the roots whose index could not be built (reindex tries "
         "again; grep answers exactly without it)",
     )
+    live_files: int = Field(
+        0,
+        exclude_if=_empty,
+        description="files of those roots read live for this answer (a bounded scan)",
+    )
+    resyncing: list[str] = Field(
+        default_factory=list,
+        exclude_if=_empty,
+        description="roots answered from their index's last build while it re-syncs",
+    )
     next_cursor: str | None = None
 
 
@@ -368,12 +411,30 @@ class SymbolHit(BaseModel):
     end_line: int = Field(description="1-based line where it ends")
     container: str | None = Field(None, description="the enclosing definition's name")
     signature: str = Field(description="the definition's first line, trimmed (≤ 200 chars)")
+    binding: Literal["assignment", "alias", "import"] | None = Field(
+        None,
+        exclude_if=_empty,
+        description="a name bound by an assignment, not defined: its value is another name "
+        "(alias: a re-export `exports.X = X`), an import, or another value",
+    )
 
 
 class FindSymbolResult(Listing):
     symbols: list[SymbolHit]
     truncated: bool = Field(description="more definitions exist: pass next_cursor")
     next_cursor: str | None = None
+    near: list[str] = Field(
+        default_factory=list,
+        exclude_if=_empty,
+        description="no definition found: defined names close to the one asked (did you mean)",
+    )
+    resyncing: list[str] = Field(
+        default_factory=list,
+        exclude_if=_empty,
+        description="roots answered from their index's last build while it re-syncs (files "
+        "changed while no rootgrep ran may be missed until it is done)",
+    )
+    _exact: bool = PrivateAttr(default=True)  # (exact=false asked: say so when none found)
 
 
 class OutlineNode(BaseModel):
@@ -382,6 +443,11 @@ class OutlineNode(BaseModel):
     line: int
     end_line: int
     signature: str
+    container: str | None = Field(
+        None,
+        exclude_if=_empty,
+        description="the type or scope that owns it (a method's class, impl type or receiver)",
+    )
     children: list[OutlineNode] = Field(default_factory=list, exclude_if=_empty)
 
 

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Annotated, Any, TypeVar
@@ -40,7 +41,7 @@ from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types import (
     CallToolResult,
     EmptyResult,
@@ -68,6 +69,15 @@ from .sessions import (
     scope,
 )
 from .tools import INSTRUCTIONS, TOOLS, Call, Out, ToolSpec, invalid_argument_message
+
+# Logging notifications and roots requests are deprecated in the newest protocol era, and
+# used on purpose for clients of the older ones (the SDK warns at each first use, on stderr,
+# which an operator reads as a fault): not said again
+warnings.filterwarnings(
+    "ignore",
+    message=r"The (logging|roots) capability is deprecated",
+    category=MCPDeprecationWarning,
+)
 
 SPECS = {spec.name: spec for spec in TOOLS}
 
@@ -735,10 +745,13 @@ def _register(mcp: RootgrepServer, spec: ToolSpec[Any, Any]) -> None:
     )  # fmt: skip
     strict = type(f"{spec.args.__name__}Strict", (spec.args, ArgModelBase), {})
     registered.fn_metadata.arg_model = strict
-    registered.parameters = strict.model_json_schema(by_alias=True)
+    registered.parameters = compact_schema(strict.model_json_schema(by_alias=True))
     meta = registered.fn_metadata
     if meta.output_schema is not None:
-        meta.output_schema = shallow_items(inline_refs(meta.output_schema), spec.bulk)
+        out = shallow_items(inline_refs(meta.output_schema), spec.bulk)
+        if "$defs" in out and '"$ref"' not in json.dumps({**out, "$defs": None}):
+            del out["$defs"]  # (a recursive item made shallow: nothing refers to it now)
+        meta.output_schema = compact_schema(out, descriptions=False)
         # published, not checked again here: the structured content is the result model's
         # own dump (``call``), and re-validating it parsed every item of a page into models
         # a second time per call (a client checks it against the schema anyway)
@@ -782,6 +795,65 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return top
 
 
+def compact_schema(node: Any, *, descriptions: bool = True, key: str | None = None) -> Any:
+    """A JSON schema that accepts the same documents in fewer characters (a client puts
+    every tool's schemas in the model's context: the tool list was 32k characters): no
+    generated ``title``s, no ``"default": null``, ``anyOf`` of plain types as one ``type``
+    list. ``descriptions=False`` (output schemas: the model reads the text answer) keeps only
+    the descriptions of list items (``shallow_items``: they name the items' fields)."""
+    if isinstance(node, list):
+        return [compact_schema(v, descriptions=descriptions) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if key == "properties":  # (names, not keywords)
+        return {k: compact_schema(v, descriptions=descriptions) for k, v in node.items()}
+    out: dict[str, Any] = {}
+    for k, v in node.items():
+        if k == "title" and isinstance(v, str):
+            continue
+        if k == "default" and (v is None or not descriptions):
+            continue
+        if k == "description" and not descriptions and key != "items":
+            continue
+        out[k] = compact_schema(v, descriptions=descriptions, key=k)
+    members = out.get("anyOf")
+    if isinstance(members, list) and _mergeable(members):
+        del out["anyOf"]
+        for m in members:
+            out.update({k: v for k, v in m.items() if k != "type"})
+        out["type"] = [m["type"] for m in members]
+    return out
+
+
+# the keywords that constrain one JSON type only (a value of another type passes them): an
+# ``anyOf`` of single-typed members each using its own type's keywords is one ``type`` list
+_TYPED = {
+    "string": {"minLength", "maxLength", "pattern"},
+    "integer": {"minimum", "maximum"},
+    "number": {"minimum", "maximum"},
+    "array": {"items", "minItems", "maxItems"},
+    "null": set(),
+    "boolean": set(),
+}
+
+
+def _mergeable(members: list[Any]) -> bool:
+    seen: set[str] = set()
+    kinds: set[str] = set()
+    for m in members:
+        if not isinstance(m, dict) or not isinstance(m.get("type"), str):
+            return False
+        kind = m["type"]
+        own = set(m) - {"type"}
+        if kind not in _TYPED or not own <= _TYPED[kind] or own & seen or kind in kinds:
+            return False
+        if kind in ("integer", "number") and kinds & {"integer", "number"}:
+            return False  # (both would take the same minimum)
+        seen |= own
+        kinds.add(kind)
+    return True
+
+
 def shallow_items(schema: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
     """The output schema with the items of its page-sized lists (``fields``: a grep's up to
     1,000 matches) described in one step: each item is an object with its required fields,
@@ -799,16 +871,8 @@ def shallow_items(schema: dict[str, Any], fields: Sequence[str]) -> dict[str, An
         if not isinstance(items, dict) or items.get("type") != "object":
             continue
         fields_of = items.get("properties", {})
-        described = "; ".join(
-            f"{k} ({_type_of(v)})"
-            + (f": {v['description'].rstrip('.')}" if v.get("description") else "")
-            for k, v in fields_of.items()
-        )
-        head = items.get("description")
-        shallow: dict[str, Any] = {
-            "type": "object",
-            "description": (f"{head} " if head else "") + f"Fields: {described}.",
-        }
+        described = ", ".join(f"{k} ({_type_of(v)})" for k, v in fields_of.items())
+        shallow: dict[str, Any] = {"type": "object", "description": f"Fields: {described}."}
         if items.get("required"):
             shallow["required"] = list(items["required"])
         props[name] = {**props[name], "items": shallow}

@@ -128,6 +128,17 @@ _EXTENSIONS: dict[bytes, str] = {
 }
 
 
+def supported_languages() -> str:
+    """The languages parsed, with their file extensions, for a message."""
+    names = {"python": "Python", "javascript": "JavaScript", "typescript": "TypeScript",
+             "tsx": "TSX", "go": "Go", "rust": "Rust", "c": "C", "cpp": "C++",
+             "java": "Java"}  # fmt: skip
+    by: dict[str, list[str]] = {}
+    for ext, lang in _EXTENSIONS.items():
+        by.setdefault(lang, []).append(ext.decode())
+    return ", ".join(f"{names.get(lang, lang)} ({' '.join(exts)})" for lang, exts in by.items())
+
+
 def language_of(path: bytes) -> str | None:
     """The language of a file by its extension (case-insensitive), or None."""
     base = path.rsplit(b"/", 1)[-1]
@@ -293,27 +304,56 @@ def extract(path: bytes, data: bytes, *, signatures: bool = True) -> list[Symbol
     return walk.out
 
 
+# kinds that own methods: a method defined outside one (a Rust `impl X`, a Go receiver, a C++
+# `X::f` out of line) is nested under the one of its file named by its container
+_OWNERS = frozenset(("class", "struct", "enum", "interface", "trait", "type", "module"))
+
+
 def outline(symbols: Iterable[Symbol]) -> list[OutlineNode]:
     """Nest symbols (in source order) into a tree: a symbol is the child of the innermost
-    enclosing symbol (by line range) named by its `container`; failing that, of the innermost
-    enclosing one when it has a container (a C++ `A::f` inside a namespace); a symbol without
-    a container is at the top."""
+    enclosing symbol (by line range) named by its `container`; failing that, of the file's
+    first type-like definition of that name (a Rust `impl X { fn f }`, a Go `func (x *X)
+    f()` or a C++ `void X::f()` outside X's lines); failing that, of the innermost enclosing
+    one (a C++ `A::f` inside a namespace); a symbol without a container is at the top.
+    Children are in line order."""
+    nodes = [OutlineNode(s) for s in symbols]
+    owners: dict[str, OutlineNode] = {}
+    for n in nodes:
+        if n.symbol.kind in _OWNERS:
+            owners.setdefault(n.symbol.name, n)
     top: list[OutlineNode] = []
     stack: list[OutlineNode] = []
-    for symbol in symbols:
-        node = OutlineNode(symbol)
+    moved = False
+    for node in nodes:
+        symbol = node.symbol
         while stack and not (
             stack[-1].symbol.line <= symbol.line and symbol.end_line <= stack[-1].symbol.end_line
         ):
             stack.pop()
         parent = None
-        if symbol.container is not None and stack:
-            parent = next(
-                (n for n in reversed(stack) if n.symbol.name == symbol.container), stack[-1]
-            )
+        if symbol.container is not None:
+            parent = next((n for n in reversed(stack) if n.symbol.name == symbol.container), None)
+            owner = owners.get(symbol.container)
+            if parent is None and owner is not None and not _within(owner.symbol, symbol):
+                parent, moved = owner, True
+            elif parent is None and stack:
+                parent = stack[-1]
         (parent.children if parent is not None else top).append(node)
         stack.append(node)
+    if moved:  # (a method placed under an owner defined after it, or between its members)
+        _in_line_order(top)
     return top
+
+
+def _within(outer: Symbol, inner: Symbol) -> bool:
+    """Whether ``outer``'s lines lie within ``inner``'s (nesting it there would make a loop)."""
+    return inner.line <= outer.line and outer.end_line <= inner.end_line
+
+
+def _in_line_order(nodes: list[OutlineNode]) -> None:
+    nodes.sort(key=lambda n: n.symbol.line)
+    for n in nodes:
+        _in_line_order(n.children)
 
 
 # --- the walk ------------------------------------------------------------------------------

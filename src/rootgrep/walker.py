@@ -110,7 +110,7 @@ class _Level:
 
 
 class _Frame:
-    __slots__ = ("entries", "fd", "idx", "ignores", "levels", "rel", "segments")
+    __slots__ = ("entries", "fd", "idx", "ignores", "levels", "rel", "segments", "skips")
 
     def __init__(
         self,
@@ -130,12 +130,16 @@ class _Frame:
         self.segments = segments
         # the ignore files read here: name -> fstat_key (None: not readable), for Listings
         self.ignores: dict[bytes, confine.DirKey | None] = {}
+        self.skips = _NO_SKIPS  # (hidden, ignored) entries of this listing left out
+
+
+_NO_SKIPS = (0, 0)
 
 
 class _Kept:
     """What ``Listings`` keeps of one directory."""
 
-    __slots__ = ("ignores", "key", "levels", "parent", "segments")
+    __slots__ = ("ignores", "key", "levels", "parent", "segments", "skips")
 
     def __init__(
         self,
@@ -144,12 +148,14 @@ class _Kept:
         parent: list[_Level],
         levels: list[_Level],
         segments: list[list[bytes] | bytes],
+        skips: tuple[int, int] = _NO_SKIPS,
     ) -> None:
         self.key = key
         self.ignores = ignores
         self.parent = parent
         self.levels = levels
         self.segments = segments
+        self.skips = skips
 
 
 class Listings:
@@ -222,6 +228,12 @@ class Walker:
         self.errors: list[tuple[bytes, str]] = [] if errors is None else errors
         self.listings = listings  # kept for ``runs`` (None: every directory listed)
         self._keeping: Listings | None = None  # ``listings`` while ``runs`` walks
+        # entries (files and directories, not what is below them) left out of the walk as
+        # hidden, or by an ignore rule: what a search says it did not look at; ``skips``:
+        # the same per directory listed (root-relative: (hidden, ignored)), where not none
+        self.hidden_skipped = 0
+        self.ignored_skipped = 0
+        self.skips: dict[bytes, tuple[int, int]] = {}
 
     def files(self) -> Iterator[FileEntry]:
         for batch in self.batches():
@@ -374,6 +386,8 @@ class Walker:
             ):  # (``_kept_frame``'s most common case, without its call)
                 listings.fresh[rel] = old  # (before the frame holds the fd: closed once)
                 frames.append(_Frame(rel, fd, [], old.levels, 0, old.segments))
+                if old.skips is not _NO_SKIPS:
+                    self._skipped(rel, old.skips)
             else:
                 frames.append(self._kept_frame(listings, rel, fd, top.levels, key))
         except BaseException:
@@ -550,6 +564,8 @@ class Walker:
             )
         ):
             listings.fresh[rel] = old
+            if old.skips is not _NO_SKIPS:
+                self._skipped(rel, old.skips)
             return _Frame(rel, fd, [], old.levels, 0, old.segments)
         read_at = time.time_ns()
         errors = len(self.errors)
@@ -567,7 +583,9 @@ class Walker:
             and _same_levels(old.parent, parent_levels)
         ):
             frame.levels = old.levels  # the same rules: those below may keep theirs
-        listings.fresh[rel] = _Kept(key, frame.ignores, parent_levels, frame.levels, frame.segments)
+        listings.fresh[rel] = _Kept(
+            key, frame.ignores, parent_levels, frame.levels, frame.segments, frame.skips
+        )
         return frame
 
     def _frame(self, rel: bytes, fd: int, parent_levels: list[_Level]) -> _Frame:
@@ -587,15 +605,22 @@ class Walker:
         prune = self.options.prune
         hidden = self.options.hidden
         after = order_key(self.options.after) if self.options.after is not None else None
+        unseen = 0  # hidden entries left out
         if dotted and (hidden or levels):  # (a rule may whitelist a dot name)
             plain = sorted(plain + dotted)
+        elif dotted:
+            unseen = sum(1 for e in dotted if e[1] in _WALKED)
         if after is not None:  # (a cursor's place: directories wholly before it are left)
             plain = [e for e in plain if e[1] != "dir" or not _wholly_before(rel, e[0], after)]
         if not levels and not prune:  # (the common case: one comprehension)
             frame = _Frame(rel, fd, [e for e in plain if e[1] in _WALKED], levels)
             frame.ignores = ignores
+            if unseen:
+                frame.skips = (unseen, 0)
+                self._skipped(rel, frame.skips)
             return frame
         kept: list[Listed] = []
+        ignored = 0
         for e in plain:
             name, kind = e
             if kind not in _WALKED:
@@ -604,13 +629,23 @@ class Walker:
                 continue
             verdict = self._ignored(levels, rel, name, kind == "dir") if levels else None
             if verdict is True:
+                ignored += 1
                 continue
             if verdict is None and not hidden and name.startswith(b"."):
+                unseen += 1
                 continue
             kept.append(e)
         frame = _Frame(rel, fd, kept, levels)
         frame.ignores = ignores
+        if unseen or ignored:
+            frame.skips = (unseen, ignored)
+            self._skipped(rel, frame.skips)
         return frame
+
+    def _skipped(self, rel: bytes, skips: tuple[int, int]) -> None:
+        self.hidden_skipped += skips[0]
+        self.ignored_skipped += skips[1]
+        self.skips[rel] = skips
 
     def _ignored(self, levels: list[_Level], rel: bytes, name: bytes, is_dir: bool) -> bool | None:
         """True: ignored; False: whitelisted by a negation; None: no rule matched.

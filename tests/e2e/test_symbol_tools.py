@@ -179,7 +179,7 @@ async def test_outline_nests_methods_under_their_class(
             ("function", "parse", 15, []),
         ]  # fmt: skip
         assert "  7-8 method parse" in text(r)
-        assert code(await c.call_tool("outline", {"path": "notes.txt"})) == "not_a_file"
+        assert code(await c.call_tool("outline", {"path": "notes.txt"})) == "invalid_argument"
         folder = await c.call_tool("outline", {"path": "src"})
         assert code(folder) == "not_a_file" and "is a directory" in text(folder)
 

@@ -262,7 +262,7 @@ async def test_write_tools(make_server, proj: Path, mode: str) -> None:
 async def test_structured_output_matches_text(make_server, proj: Path) -> None:
     async with connect(make_server([proj]), "legacy") as c:
         r = await c.call_tool("grep", {"pattern": "second"})
-    assert "README.md\n2:second line\n(1 match in 1 file," in text(r)
+    assert "README.md\n2:second line\n(1 match in 1 file;" in text(r)
     assert json.loads(json.dumps(r.structured_content))["matches"][0]["line"] == 2
 
 

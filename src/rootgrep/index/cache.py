@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 # The layout of an index folder's contents (``store.py``, which re-exports it and holds its
 # history); bumped with any change to it. Here, not there: a CLI grep that asks a daemon names
 # the folder without importing the store (and tantivy).
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
 OPEN_LOCK = "open.lock"  # held exclusive by the process making (or remaking) an index

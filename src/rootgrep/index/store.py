@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import difflib
 import itertools
 import json
 import logging
@@ -30,7 +31,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -53,6 +54,7 @@ from ..grep import DEFAULT_MAX_FILE_SIZE, cut_around, text_of
 from ..symbols import Symbol
 from ..walker import Listings, Walker, WalkOptions, order_key, path_batches
 from . import cache as cache_mod
+from . import snippets
 from .cache import OPEN_LOCK, CachedIndex, CacheDir, IndexFolder
 from .cache import default_cache_dir as default_cache_dir  # (re-exported)
 from .parse import (
@@ -100,7 +102,7 @@ _T = TypeVar("_T")
 # 10: every file's trigrams in part documents only (its main document holds none), so a
 # build commits them first, ready for grep, and its words and symbols after (``_complete_locked``);
 # 11: a file's key holds its ctime (``state.Entry``: an edit that keeps the size and sets the
-# mtime back is seen)
+# mtime back is seen); 12: ``parts``, the sub-words of the compound names a file defines
 SCHEMA_VERSION = cache_mod.SCHEMA_VERSION
 WRITER_HEAP = 192_000_000
 PROGRESS_SECONDS = 0.25
@@ -198,6 +200,7 @@ def word_term(token: str) -> str:
 
 
 MAX_SYMBOL_DOCS = 2_000  # find_symbols reads at most this many files' stored symbols
+NEAR_SYMBOL_DOCS = 50  # files whose symbols a "did you mean" reads, at most
 # a test, vendored, generated or minified file counts less in ``search`` (the ``low`` flag)
 _LOW_PATH = re.compile(
     r"(^|/)(tests?|testing|__tests__|idle_test|testdata|examples?|benches|dist"
@@ -214,6 +217,7 @@ _GENERATED = re.compile(
 # CASE > NAME: the very name's definition outranks a file named after the word that defines
 # it in another case (anyhow's `trait Context` in lib.rs over context.rs's `fn context`)
 DEF_SIGNAL, CASE_SIGNAL, MAIN_SIGNAL, NAME_SIGNAL, WORD_SIGNAL = 8.0, 5.0, 2.0, 4.0, 2.0
+PART_SIGNAL = 3.0  # the file defines a compound name holding the word (``parts``)
 LOW_FACTOR = 0.5  # what a low file's signals and BM25 count for
 MAX_SNIPPETS = 6  # lines per search hit
 SNIPPET_LINE_CHARS = 300  # a longer snippet line is a window around its match (SPEC §8)
@@ -297,6 +301,10 @@ def _schema():  # type: ignore[no-untyped-def]
     # constant behind ``MINOR`` (one term per name: case-insensitive lookups are regexes over
     # the term dictionary, which visit each distinct name once)
     sb.add_text_field("sym", tokenizer_name="raw", index_option="basic")
+    # the sub-words of every compound name the file defines (``ParseDuration``,
+    # ``parse_duration_flag``: parse, duration, flag), lowercased: "duration" finds the files
+    # defining ``ParseDuration`` (``name_parts``; uses of such names are found whole only)
+    sb.add_text_field("parts", tokenizer_name="words", index_option="basic")
     sb.add_bytes_field("symbols", stored=True)  # ``_encode_symbols``: no signatures
     sb.add_unsigned_field("low", fast=True)  # 1: test, vendored, generated or minified
     sb.add_unsigned_field("size", fast=True)
@@ -461,6 +469,10 @@ class RootIndex:
     _order: tuple[Layered[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
     )
+    # the last ``not_searched``: (entries, skips, directory, counts)
+    _unsearched: tuple[Entries, object, bytes, tuple[int, int, int, int]] | None = field(
+        init=False, default=None
+    )
     # the writer's own (under ``_sync_lock``): for one version of ``entries``, how many
     # entries each directory holds at any depth (built when first asked for)
     _dirs: tuple[Entries, dict[bytes, int]] | None = field(init=False, default=None)
@@ -470,6 +482,13 @@ class RootIndex:
     # pays nothing for them; ``_walks`` counts this object's full walks)
     _listings: Listings = field(init=False, default_factory=Listings, repr=False)
     _walks: int = field(init=False, default=0, repr=False)
+    # what the last whole walk left out, per directory: (hidden, ignored) entries of its
+    # listing (``Walker.skips``), and files over ``max_file_size`` per run of file names
+    # (id of the names list -> (names, prefix, count)): a search's coverage line
+    _skips: dict[bytes, tuple[int, int]] = field(init=False, default_factory=dict, repr=False)
+    _large: dict[int, tuple[list[bytes], bytes, int]] = field(
+        init=False, default_factory=dict, repr=False
+    )
     # the writer's own: the runs of files the last full re-sync found as the state holds
     # them (``_KeptRun``), by the ``id`` of the listing's names list (which each holds: no
     # other list has that id while it is here), for ``_runs_of``, the version of ``entries``
@@ -1363,6 +1382,8 @@ class RootIndex:
         last, dirty, checked = check.last, check.dirty, check.checked
         unread, tick = check.unread, check.tick
         examined = known = 0
+        large, was_large = {}, self._large
+        whole = False
         try:
             for fd, prefix, names in walker.runs():  # (each run is done before the next)
                 if cancelled is not None and cancelled():
@@ -1380,11 +1401,20 @@ class RootIndex:
                     checked[id(names)] = kept
                     unread.append(kept)
                     known += kept[2]
+                    big = was_large.get(id(names))
+                    if big is not None and big[0] is names:
+                        large[id(names)] = big
                     continue
-                sts, keys = stat_keyed(fd, names, limit)
+                over: list[int] = []
+                sts, keys = stat_keyed(fd, names, limit, over)
+                if over and over[0]:
+                    large[id(names)] = (names, prefix, over[0])
                 yield fd, prefix, names, sts, keys
+            whole = True
         finally:
             check.examined, check.known = examined, known
+            if whole:
+                self._skips, self._large = walker.skips, large
 
     def _stat_each(
         self, fs: Beneath, paths: Iterable[bytes], entries: Mapping[bytes, Entry]
@@ -1526,6 +1556,9 @@ class RootIndex:
         ext = name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
         names, blob = symbol_fields(rel, data) if fields is None else fields
         sym: dict[str, Any] = {"sym": names} if names else {}
+        parts = name_parts(names)
+        if parts:
+            sym["parts"] = parts
         doc = Document(path=shown, name=name, ext=ext, content=word_text(data), **sym)
         if blob is not None:
             doc.add_bytes("symbols", blob)
@@ -1553,12 +1586,17 @@ class RootIndex:
         least one."""
         must: list[tuple[Occur, Query]] = []
         any_word: list[tuple[Occur, Query]] = []
-        for tok, _ in words:
+        joins = joined_words([t for t, _ in words])
+        for k, (tok, _) in enumerate(words):
             one = Query.boolean_query([
                 (Occur.Should, Query.term_query(self.schema, "content", word_term(tok))),
                 (Occur.Should, Query.boost_query(
                     Query.term_query(self.schema, "name", tok), 4.0)),
                 (Occur.Should, Query.const_score_query(self._defines(tok), 0.0)),
+                *((Occur.Should, Query.term_query(self.schema, "content", word_term(j)))
+                  for j in joins.get(k, ())),
+                (Occur.Should, Query.const_score_query(
+                    Query.term_query(self.schema, "parts", tok), 0.0)),
             ])  # fmt: skip
             (any_word if p.natural else must).append(
                 (Occur.Should if p.natural else Occur.Must, one)
@@ -1623,15 +1661,24 @@ class RootIndex:
         signal = [0.0] * len(hits)
         cover = [0] * len(hits)
         where = {k: i for i, k in enumerate(keys)}
-        for tok, case in words:
+        joins = joined_words([t for t, _ in words])
+        for k, (tok, case) in enumerate(words):
             held = [False] * len(hits)
-            signals = (
+            signals = [
                 (self._defines(tok), DEF_SIGNAL),
                 (self._named(case), CASE_SIGNAL),
                 (Query.term_query(self.schema, "sym", case), MAIN_SIGNAL),
                 (Query.term_query(self.schema, "name", tok), NAME_SIGNAL),
                 (Query.term_query(self.schema, "content", word_term(tok)), WORD_SIGNAL),
-            )
+            ]
+            # the word inside an identifier (``ParseDuration`` holds "duration"), weaker
+            signals.append((Query.term_query(self.schema, "parts", tok), PART_SIGNAL))
+            for j in joins.get(k, ()):  # (a file holding ``ParseDuration`` holds "parse")
+                signals += [
+                    (self._defines(j), DEF_SIGNAL),
+                    (Query.term_query(self.schema, "name", j), NAME_SIGNAL),
+                    (Query.term_query(self.schema, "content", word_term(j)), WORD_SIGNAL),
+                ]
             for tq, weight in signals:
                 if check is not None:  # (a cancelled call stops between two queries)
                     check()
@@ -1642,9 +1689,7 @@ class RootIndex:
                         held[i] = True
             for i, h in enumerate(held):
                 cover[i] += h
-        top = (DEF_SIGNAL + CASE_SIGNAL + MAIN_SIGNAL + NAME_SIGNAL + WORD_SIGNAL + 1) * max(
-            len(words), 1
-        )
+        top = cover_weight(len(words))
         ranked = []
         path_of = paths.getter()  # (the base dict's own get when no overlay is left)
         for i, ((bm25, addr), f, low) in enumerate(zip(hits, fids, lows, strict=True)):
@@ -1682,6 +1727,31 @@ class RootIndex:
         if not hits:
             return None
         return decode_symbols(searcher.doc(hits[0][1]).get_first("symbols"))
+
+    def near_symbols(self, name: str, limit: int = 5) -> list[str]:
+        """Up to ``limit`` defined names closest to ``name`` (a "did you mean" for a name
+        with no definition): names within two edits of it in the ``sym`` term dictionary
+        (one fuzzy query; at most NEAR_SYMBOL_DOCS files' stored symbols read), closest
+        first."""
+        with self._lock:
+            searcher = self.index.searcher()
+        if not name or searcher.num_docs == 0 or len(name) > 200:
+            return []
+        q = Query.boolean_query([
+            (Occur.Should, Query.fuzzy_term_query(self.schema, "sym", t, distance=2))
+            for t in dict.fromkeys((name, name.lower(), MINOR + name))
+        ])  # fmt: skip
+        hits = searcher.search(q, limit=NEAR_SYMBOL_DOCS, count=False).hits
+        names: set[str] = set()
+        for _, a in hits:
+            for sym in decode_symbols(searcher.doc(a).get_first("symbols")) or ():
+                if sym.name != name:
+                    names.add(sym.name)
+        low = name.lower()
+        return (
+            difflib.get_close_matches(name, sorted(names), n=limit, cutoff=0.6)
+            or [n for n in sorted(names) if n.lower() == low][:limit]
+        )
 
     def find_symbols(
         self, name: str, *, exact: bool = True, kind: str | None = None, limit: int = 50
@@ -1721,6 +1791,29 @@ class RootIndex:
                 found.append(((nearness, testy, order_key(rel), sym.line), rel, sym))
         found.sort(key=lambda t: t[0])
         return [(rel, sym) for _, rel, sym in found[: max(limit, 0)]]
+
+    def not_searched(self, under: bytes = b"") -> tuple[int, int, int, int]:
+        """What the tree below ``under`` (root-relative; b"": all) holds that no indexed
+        search reads: (hidden entries, ignored entries, binary files, files over the size
+        limit), as of the last whole walk (hidden and ignored entries, large files) and the
+        entries now (binary files: file id 0). Counted once for a version of them and a
+        directory (a search's coverage line)."""
+        with self._lock:
+            entries = self.entries
+        skips, large = self._skips, self._large
+        got = self._unsearched
+        if got is not None and got[0] is entries and got[1] is skips and got[2] == under:
+            return got[3]
+        prefix = under + b"/" if under else b""
+        binary = sum(1 for rel, e in entries.items() if not e.fid and rel.startswith(prefix))
+        hidden = ignored = 0
+        for d, (h, i) in skips.items():
+            if not under or d == under or d.startswith(prefix):
+                hidden, ignored = hidden + h, ignored + i
+        big = sum(n for _, p, n in large.values() if p.startswith(prefix))
+        counts = (hidden, ignored, binary, big)
+        self._unsearched = (entries, skips, under, counts)
+        return counts
 
     def _ordered(self, paths: Layered[int, bytes]) -> tuple[dict[int, int], list[bytes]]:
         """For this generation of ``paths``: each file id's rank in walk order, and every
@@ -1814,6 +1907,53 @@ class ParsedSearch:
         return list({pair: None for each in pairs for pair in each})
 
 
+_PARTS_OF: dict[str, str] = {}  # a compound name -> its sub-words (names repeat: once each)
+_PARTS_KEPT = 200_000  # names whose sub-words are kept, at most (then the cache starts again)
+
+
+def name_parts(names: Iterable[str]) -> str:
+    """The sub-words of the compound names among ``names`` (camelCase, PascalCase,
+    snake_case, acronyms: ``snippets.sub_words``), space-separated; "" when none is
+    compound."""
+    out: list[str] = []
+    cache = _PARTS_OF
+    for n in names:
+        n = n.removeprefix(MINOR)
+        got = cache.get(n)
+        if got is None:
+            split = snippets.sub_words(n)
+            got = " ".join(split) if len(split) > 1 else ""
+            if len(cache) >= _PARTS_KEPT:
+                cache.clear()
+            cache[n] = got
+        if got:
+            out.append(got)
+    return " ".join(out)
+
+
+def cover_weight(words: int) -> float:
+    """What each query word a file holds adds to its score: more than every signal of every
+    word together, so a file holding more of the words always ranks first."""
+    every = DEF_SIGNAL + CASE_SIGNAL + MAIN_SIGNAL + NAME_SIGNAL + WORD_SIGNAL + PART_SIGNAL
+    return (every + 1) * max(words, 1)
+
+
+def joined_words(tokens: Sequence[str]) -> dict[int, list[str]]:
+    """For each query token (by index), the identifiers two or three adjacent tokens make
+    when written as one, lowercased: camelCase / PascalCase (``parseduration``) and
+    snake_case (``parse_duration``), so "parse duration" finds ``ParseDuration``. A file
+    holding one holds each token in it (the index keeps identifiers whole)."""
+    out: dict[int, list[str]] = {}
+    for width in (2, 3):
+        for i in range(len(tokens) - width + 1):
+            part = tokens[i : i + width]
+            for joined in ("".join(part), "_".join(part)):
+                if len(joined) < _LONG_WORD:
+                    for k in range(i, i + width):
+                        out.setdefault(k, []).append(joined)
+    return out
+
+
 _WORD = re.compile(_WORD_RE.encode())
 
 
@@ -1894,39 +2034,36 @@ class Ranking:
         self, data: bytes, path: bytes = b"", *, max_chars: int = SNIPPET_LINE_CHARS
     ) -> list[tuple[int, str]]:
         """Snippets from a file's bytes as read now (what a served search shows): the lines
-        where a word of the query is defined (the file parsed now), then other lines that
-        hold a word of the query as a whole word, in file order; at most ``MAX_SNIPPETS``
-        lines, each whole or, past ``max_chars`` characters, a window around its match with
-        ``…`` at each cut end."""
+        where a word of the query (or a name made of several: ``ParseDuration``) is defined
+        (the file parsed now), then the lines holding the most of the query's words, whole
+        or as sub-words of identifiers, stems meeting (``snippets.best_lines``); at most
+        ``MAX_SNIPPETS`` lines, each whole or, past ``max_chars`` characters, a window around
+        its first match with ``…`` at each cut end."""
         words = {low for low, _ in self.words}
         if not words:
             return []
         data = text_of(data)
         lines = data.split(b"\n")
-        pattern = re.compile(
-            rb"(?<![A-Za-z0-9_])(?:"
-            + b"|".join(re.escape(w.encode()) for w in sorted(words, key=len, reverse=True))
-            + rb")(?![A-Za-z0-9_])",
-            re.IGNORECASE,
-        )
-        chosen: list[int] = []
+        stems = snippets.word_stems(case for _, case in self.words)
+        first: list[int] = []
+        several = len(stems) >= 2
         for sym in symbols.extract(path, data) or ():
-            ok = sym.name.lower() in words and 0 < sym.line <= len(lines)
-            if ok and sym.line not in chosen and pattern.search(lines[sym.line - 1]):
-                chosen.append(sym.line)
-            if len(chosen) >= MAX_SNIPPETS:
+            if len(first) >= MAX_SNIPPETS:
                 break
-        defs = len(chosen)
-        for i, line in enumerate(lines, 1):
-            if len(chosen) >= MAX_SNIPPETS:
-                break
-            if i not in chosen[:defs] and pattern.search(line):
-                chosen.append(i)
+            # a definition of a query word, or of a name made of two of them or more
+            # ("parse duration": ParseDuration; split only when two stems are in it)
+            name = sym.name.lower()
+            if sym.line in first:
+                continue
+            if name in words or (
+                several
+                and sum(1 for st in stems if st in name) >= 2
+                and len({snippets.stem(p) for p in snippets.sub_words(sym.name)} & stems) >= 2
+            ):
+                first.append(sym.line)
         out = []
-        for i in chosen:
+        for i, (start, end) in snippets.best_lines(data, lines, stems, first, MAX_SNIPPETS):
             line = lines[i - 1].rstrip(b"\r")
-            m = pattern.search(line)
-            start, end = (m.start(), m.end()) if m else (0, 0)
             out.append((i, cut_around(line, start, end, max_chars)[0]))
         return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import difflib
 import functools
 import hashlib
 import hmac
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..audit import Audit
-from ..confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy
+from ..confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
 from ..errors import (
     InvalidArgument,
     NoRoots,
@@ -45,6 +46,10 @@ SEARCH_CHECKS_PER_PAGE = 200  # hits checked against the disk for one page of se
 PHRASE_READ_BYTES = 64 << 20  # read past the hits' first reads to check phrases, per page
 GREP_PAGE_BYTES = 1 << 20  # text (matching lines and context) one grep answer holds, at most about
 LIST_PAGE = 500
+# grep counts the matches of its whole scope past the page for this long at most (then its
+# answer says "at least"); the same bound applies to the count of a pattern read the other
+# way (regex / literal) when it finds nothing
+TOTAL_SECONDS = 2.0
 MAX_SYMBOL_HITS = 5000  # definitions one find_symbol gathers (then sorted and paged)
 DEFAULT_MAX_LINE_CHARS = 300  # grep: a longer line is shown as a window around its match
 T = TypeVar("T")
@@ -190,6 +195,11 @@ def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
             except RootgrepError as e:
                 self.audit.record(tool=tool, op=op, requested=requested, decision="deny",
                                   reason=e.code)  # fmt: skip
+                near = near_paths(roots, requested, kw.get("root")) if e.code == "not_found" else []
+                if near and isinstance(requested, str):
+                    shown = ", ".join(repr(p) for p in near)
+                    said = e.message.replace("; list its parent directory to see what is there", "")
+                    raise type(e)(f"{said}; did you mean {shown}?") from None
                 raise
             root = getattr(result, "root", None)
             where = getattr(result, "path", None) or getattr(result, "destination", None)
@@ -201,6 +211,45 @@ def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return deco
+
+
+NEAR_NAMES = 5000  # a mistyped path is compared with at most this many names of its directory
+
+
+def near_paths(roots: Sequence[Root], path: object, root: str | None) -> list[str]:
+    """For a path that does not exist: up to 3 existing paths it likely meant (the first
+    missing name replaced by the closest names of the directory that holds it, kept when
+    the rest of the path then exists), or none."""
+    if not isinstance(path, str) or not path:
+        return []
+    try:
+        r, comps = resolve_target(roots, path, root)
+        comps = r.fs.physical(comps)
+    except (RootgrepError, OSError):
+        return []
+    comps = [c for c in comps if c not in (b"", b".")]
+    for depth in range(len(comps)):
+        try:
+            r.fs.stat(comps[: depth + 1])
+            continue
+        except (RootgrepError, OSError):
+            pass
+        try:  # comps[depth] is the first name missing
+            entries = r.fs.list_dir(comps[:depth])[:NEAR_NAMES]
+        except (RootgrepError, OSError):
+            return []
+        names = {e.name.decode("utf-8", "surrogateescape"): e.name for e in entries}
+        want = comps[depth].decode("utf-8", "surrogateescape")
+        out: list[str] = []
+        for close in difflib.get_close_matches(want, list(names), n=3, cutoff=0.6):
+            guess = [*comps[:depth], names[close], *comps[depth + 1 :]]
+            try:
+                r.fs.stat(guess)
+            except (RootgrepError, OSError):
+                continue
+            out.append(display(guess))
+        return out
+    return []
 
 
 # ---- the service -----------------------------------------------------------------------------
@@ -218,6 +267,19 @@ class ServiceBase:
         self.settings = settings
         self.audit = audit or Audit(None)
         self.indexes = indexes
+
+    def _resyncing_index(self, r: Root) -> tuple[Indexed, bytes] | None:
+        """The index of ``r`` when it is not ready but holds a whole earlier build (reopened
+        after a stop or a restart, its re-sync running): lookups that need not be exact
+        (find_symbol, search) answer from it at once, saying so, instead of parsing or
+        reading the tree live (seconds on a large one)."""
+        found = self.indexes.lookup(r) if self.indexes is not None else None
+        if found is None:
+            return None
+        store = found[0].index
+        if store is None or store.foreign or not store.complete or found[0].state == "off":
+            return None
+        return found
 
     def _ready_index(self, r: Root) -> tuple[Indexed, bytes] | None:
         """The index that answers grep for ``r`` exactly right now, and ``r``'s place in it

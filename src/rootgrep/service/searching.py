@@ -8,12 +8,13 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import confine
 from ..confine import display
 from ..errors import (
     IndexUnavailable,
+    InvalidPattern,
     RootgrepError,
 )
 from ..globs import Globs, as_globs, glob_text, has_glob_chars
@@ -21,11 +22,13 @@ from ..grep import (
     MAX_CONTEXT,
     FileMatches,
     GrepQuery,
+    GrepStats,
     LineMatch,
     Matcher,
     Room,
     cut_around,
     cut_context,
+    plain_regex,
     run_grep,
 )
 from ..index.manager import Indexed
@@ -37,6 +40,8 @@ from ..models import (
     GrepFile,
     GrepMatch,
     GrepResult,
+    NotSearched,
+    OtherReading,
     OutputMode,
     ReindexResult,
     ReindexRoot,
@@ -55,6 +60,7 @@ from .base import (
     MAX_RESULTS_CAP,
     PHRASE_READ_BYTES,
     SEARCH_CHECKS_PER_PAGE,
+    TOTAL_SECONDS,
     ServiceBase,
     Token,
     _b64,
@@ -70,6 +76,7 @@ from .base import (
     rid,
     text,
 )
+from .live_search import LiveBudget, live_hits
 
 
 class Searching(ServiceBase):
@@ -84,7 +91,8 @@ class Searching(ServiceBase):
         pattern: str,
         root: str | None = None,
         path: str | None = None,
-        regex: bool = False,
+        regex: bool = True,
+        fixed_strings: bool = False,
         case_sensitive: bool = True,
         whole_word: bool = False,
         include: str | list[str] | None = None,
@@ -100,6 +108,7 @@ class Searching(ServiceBase):
         max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
     ) -> GrepResult:
         started = time.perf_counter()
+        regex = regex and not fixed_strings  # (a literal either way it is asked for)
         include, exclude = as_globs(include), as_globs(exclude)
         ahead = _clamp(context if before is None else before, 0, MAX_CONTEXT)
         behind = _clamp(context if after is None else after, 0, MAX_CONTEXT)
@@ -117,61 +126,57 @@ class Searching(ServiceBase):
         resume = decode_cursor(cursor, "grep", fp) if cursor else None
         keep = _path_filter(include, exclude)
         sink = _GrepPage(limit, output_mode, max(1, max_line_chars), matcher=matcher)
+        scope = _Scope(self, targets, nested, keep, hidden, no_ignore, token)
         searched = 0
-        used_index = False
-        q: Q | None = None
-        for ti, (r, comps) in enumerate(targets):
+        skipped = [0, 0, 0, 0]  # (what the page's walk left out: the whole scope's if it ends)
+        for ti, (r, _) in enumerate(targets):
             if resume is not None and ti < resume["t"]:
                 continue
             at = _unb64(resume["p"]) if resume is not None and ti == resume["t"] else None
             sink.start(ti, r, at, resume["l"] if at is not None and resume else 0)
-            prune = nested.get(r.path, frozenset())
-            opts = WalkOptions(hidden=hidden, no_ignore=no_ignore, prune=prune, after=at)
-            found = None if hidden or no_ignore else self._ready_index(r)
-            start = b"/".join(c for c in comps if c != b".")
-            # with no required trigram the index still knows which files are text (binary
-            # files are never opened) and spares the walk
-            narrowed = False
-            sink.symbols = _known_symbols(found) if output_mode == "content" else None
-            if found is not None and Walker(r.fs).would_list(start, "dir"):
-                if q is None:  # planned only when an index is used, once for every root
-                    q = plan(pattern, regex=regex, case_sensitive=case_sensitive)
-                used_index = True
-                narrowed = narrows(q)
-                source = _indexed_batches(r, found, q, start, prune)
-            else:
-                source = Walker(r.fs, start, opts).batches()
-            batches = _filter_batches(source, keep, at)
-            stats = run_grep(
-                matcher,
-                batches,
-                sink,
-                max_file_size=self.settings.max_file_size,
-                cancelled=lambda: token.cancelled,
-                join=not narrowed,
+            found = scope.index_of(r)
+            symbols = output_mode == "content" and found is not None
+            sink.symbols = _known_symbols(found) if symbols else None
+            stats = scope.run(
+                matcher, pattern, regex, case_sensitive, ti, sink, at, found, None, skipped
             )
-            token.check()
             searched += stats.files_searched
             if sink.more:
                 break
+        if resume is not None and "tm" in resume:  # (counted by the first page)
+            totals = _Totals(resume["tm"], resume["tf"], resume["tx"], resume["ts"],
+                             _four(resume["sk"]))  # fmt: skip
+        elif not sink.more and resume is None:  # the page holds the whole scope
+            totals = _Totals(sink.total, sink.files_matched, True, searched, _four(skipped))
+        else:
+            totals = scope.count(matcher, pattern, regex, case_sensitive)
+        other = None
+        if not totals.matches and resume is None and totals.exact:
+            other = scope.other_reading(pattern, regex, case_sensitive, whole_word, ahead, behind)
         positions = sink.positions
 
         def resume_at(k: int) -> str | None:
             """The cursor that continues after the first k items of this answer."""
             if k < len(positions) or sink.more:
                 t, p, line = positions[k - 1]
-                return encode_cursor("grep", fp, t=t, p=_b64(p), l=line)
+                tm, tf, tx, ts, sk = totals
+                return encode_cursor("grep", fp, t=t, p=_b64(p), l=line, tm=tm, tf=tf, tx=tx,
+                                     ts=ts, sk=sk)  # fmt: skip
             return None
 
         result = GrepResult(
             output_mode=output_mode,
             matches=sink.out,
             files=sink.files,
-            total_matches=sink.total,
+            total_matches=totals.matches,
+            total_files=totals.files,
+            total_exact=totals.exact,
+            other_reading=other,
+            skipped=_skipped(totals.skipped),
             truncated=sink.more,
             next_cursor=resume_at(len(positions)) if positions else None,
-            index_used=used_index,
-            files_searched=searched,
+            index_used=scope.used_index,
+            files_searched=max(searched, totals.searched),
             elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
         )
         result._resume = resume_at
@@ -299,23 +304,31 @@ class Searching(ServiceBase):
         partial = False
         building: list[str] = []
         failed: list[str] = []  # (off: the build failed, it is not coming)
+        live: list[tuple[int, Root, bytes]] = []  # roots whose index cannot answer it all
+        resyncing: list[str] = []
         for ti, (r, comps) in enumerate(targets):
             token.check()
             self.indexes.use(r)  # (no owner: stopped once unused for idle_seconds)
             found = self.indexes.lookup(r)
+            own = b"/".join(c for c in comps if c != b".")
             if found is None:
                 partial = True  # (this root's index is being replaced or cannot be used)
                 building.append(r.name)
+                live.append((ti, r, own))
                 continue
             ix, place = found
             if ix.state == "off":
                 partial = True
                 failed.append(r.name)
+                live.append((ti, r, own))
+            elif ix.state not in ("ready", "stale") and self._resyncing_index(r) is not None:
+                resyncing.append(r.name)  # (a whole earlier build, re-synced now: it answers)
             elif ix.state not in ("ready", "stale") or (
                 ix.index is not None and ix.index.entries.bare
             ):  # (stale: built, but unwatched; list_roots says so: it is not being built)
                 partial = True  # (building; or built for grep, its words not all committed)
                 building.append(r.name)
+                live.append((ti, r, own))
             if ix.index is None or ix.index.foreign:
                 continue
             start = b"/".join(c for c in comps if c != b".")
@@ -335,6 +348,9 @@ class Searching(ServiceBase):
                 if path_globs is not None and not path_globs(rel):
                     continue
                 hits.append((score, ti, rel, r, addr, ranking))
+        live_files = 0
+        if live:  # what is committed, plus the files a bounded live scan finds
+            live_files = self._live_hits(live, parsed, nested, keep, path_globs, hits, token)
         # a total order (score, then root, then path), so pages never overlap or skip
         hits.sort(key=lambda h: (-h[0], h[1], order_key(h[2])))
         # what is shown comes from the file as it is now beneath the pinned root, never from
@@ -380,10 +396,42 @@ class Searching(ServiceBase):
             partial=partial,
             building=building,
             failed=failed,
+            live_files=live_files,
+            resyncing=resyncing,
             next_cursor=encode_cursor("search", fp, o=at) if more else None,
         )
         result._resume = resume_at
         return result
+
+    def _live_hits(
+        self,
+        live: list[tuple[int, Root, bytes]],
+        parsed: ParsedSearch,
+        nested: dict[bytes, frozenset[bytes]],
+        keep: Callable[[bytes], bool] | None,
+        path_globs: Callable[[bytes], bool] | None,
+        hits: list[tuple[float, int, bytes, Root, Any, Ranking]],
+        token: Token,
+    ) -> int:
+        """Add to ``hits`` the files of ``live`` (roots whose index cannot answer: being
+        built, or failed) that a bounded live scan finds and the index did not (see
+        ``live_search``); returns how many files it read."""
+        words = parsed.tokens()
+        ranking = Ranking(None, None, None, [], words)  # type: ignore[arg-type]  # (snippets)
+        seen = {(h[1], h[2]) for h in hits}
+        budget = LiveBudget()
+
+        def wanted(rel: bytes) -> bool:
+            return (keep is None or keep(rel)) and (path_globs is None or path_globs(rel))
+
+        for ti, r, start in live:
+            prune = nested.get(r.path, frozenset())
+            for score, rel in live_hits(r, start, prune, parsed, words, wanted, budget,
+                                        lambda: token.cancelled):  # fmt: skip
+                if (ti, rel) not in seen:
+                    hits.append((score, ti, rel, r, None, ranking))
+            token.check()
+        return budget.files
 
     def _holds_phrases(
         self, parsed: ParsedSearch, r: Root, rel: bytes, head: bytes, budget: list[int]
@@ -451,6 +499,184 @@ class Searching(ServiceBase):
 # ---- helpers ---------------------------------------------------------------------------------
 
 
+def _skipped(v: tuple[int, int, int, int]) -> NotSearched | None:
+    if not any(v):
+        return None
+    return NotSearched(hidden=v[0], ignored=v[1], binary=v[2], too_large=v[3])
+
+
+class _Totals(NamedTuple):
+    """A grep's whole scope: matching lines and files (``exact`` false: at least these, the
+    count stopped at TOTAL_SECONDS), and the files read to count them."""
+
+    matches: int
+    files: int
+    exact: bool
+    searched: int
+    skipped: tuple[int, int, int, int] = (0, 0, 0, 0)  # hidden, ignored, binary, too large
+
+
+def _four(v: Sequence[int]) -> tuple[int, int, int, int]:
+    return (v[0], v[1], v[2], v[3])
+
+
+class _Counter:
+    """A grep sink that only counts matching lines and files (never holds a line)."""
+
+    def __init__(self) -> None:
+        self.matches = 0
+        self.files = 0
+
+    def room(self, path: bytes) -> Room:
+        return Room(count=True)
+
+    def __call__(self, fm: FileMatches) -> bool:
+        n = fm.count if fm.count >= 0 else len(fm.matches)
+        if n:
+            self.matches += n
+            self.files += 1
+        return True
+
+
+class _Scope:
+    """What one grep call covers (its targets, their nested roots left to themselves, its
+    globs and walk options), searched root by root with or without each root's index: the
+    page, then, when the page does not hold it all, the whole scope counted (``count``) and a
+    pattern that found nothing counted as read the other way (``other_reading``)."""
+
+    def __init__(
+        self,
+        service: Searching,
+        targets: list[tuple[Root, list[bytes]]],
+        nested: dict[bytes, frozenset[bytes]],
+        keep: Callable[[bytes], bool] | None,
+        hidden: bool,
+        no_ignore: bool,
+        token: Token,
+    ) -> None:
+        self.service = service
+        self.targets = targets
+        self.nested = nested
+        self.keep = keep
+        self.hidden = hidden
+        self.no_ignore = no_ignore
+        self.token = token
+        self.used_index = False
+        self._plans: dict[tuple[str, bool, bool], Q] = {}
+
+    def index_of(self, r: Root) -> tuple[Indexed, bytes] | None:
+        if self.hidden or self.no_ignore:  # (an index holds neither)
+            return None
+        return self.service._ready_index(r)
+
+    def run(
+        self,
+        matcher: Matcher,
+        pattern: str,
+        regex: bool,
+        case_sensitive: bool,
+        ti: int,
+        sink: Any,
+        at: bytes | None,
+        found: tuple[Indexed, bytes] | None,
+        cancelled: Callable[[], bool] | None = None,
+        skipped: list[int] | None = None,
+    ) -> GrepStats:
+        """Search target ``ti`` (from just after ``at``) into ``sink``, through ``found``
+        (its ready index, or None: a walk); adds to ``skipped`` what it left out (hidden
+        and ignored entries, binary and too large files: ``_Totals.skipped``; through an
+        index, only the binary files it holds)."""
+        r, comps = self.targets[ti]
+        prune = self.nested.get(r.path, frozenset())
+        start = b"/".join(c for c in comps if c != b".")
+        # with no required trigram the index still knows which files are text (binary
+        # files are never opened) and spares the walk
+        narrowed = False
+        walker = None
+        if found is not None and Walker(r.fs).would_list(start, "dir"):
+            key = (pattern, regex, case_sensitive)
+            q = self._plans.get(key)
+            if q is None:  # (planned once a call, only when an index is used)
+                q = self._plans[key] = plan(pattern, regex=regex, case_sensitive=case_sensitive)
+            self.used_index = True
+            narrowed = narrows(q)
+            source = _indexed_batches(r, found, q, start, prune)
+            if skipped is not None and found[0].index is not None:
+                ix, place = found
+                where = b"/".join(p for p in (place, start) if p)
+                for i, n in enumerate(ix.index.not_searched(where)):
+                    skipped[i] += n
+        else:
+            opts = WalkOptions(hidden=self.hidden, no_ignore=self.no_ignore, prune=prune, after=at)
+            walker = Walker(r.fs, start, opts)
+            source = walker.batches()
+        stats = run_grep(
+            matcher,
+            _filter_batches(source, self.keep, at),
+            sink,
+            max_file_size=self.service.settings.max_file_size,
+            cancelled=cancelled or (lambda: self.token.cancelled),
+            join=not narrowed,
+        )
+        self.token.check()
+        if skipped is not None:
+            if walker is not None:
+                skipped[0] += walker.hidden_skipped
+                skipped[1] += walker.ignored_skipped
+            skipped[2] += stats.binary
+            skipped[3] += stats.too_large
+        return stats
+
+    def count(self, matcher: Matcher, pattern: str, regex: bool, case_sensitive: bool) -> _Totals:
+        """The matching lines and files of the whole scope, counted for TOTAL_SECONDS at
+        most (then ``exact`` is false)."""
+        deadline = time.monotonic() + TOTAL_SECONDS
+        counter = _Counter()
+        late = False
+
+        def stop() -> bool:
+            nonlocal late
+            late = late or time.monotonic() > deadline
+            return late or self.token.cancelled
+
+        searched = 0
+        skipped = [0, 0, 0, 0]
+        for ti, (r, _) in enumerate(self.targets):
+            found = self.index_of(r)
+            stats = self.run(
+                matcher, pattern, regex, case_sensitive, ti, counter, None, found, stop, skipped
+            )
+            searched += stats.files_searched
+            if late:
+                break
+        return _Totals(counter.matches, counter.files, not late, searched, _four(skipped))
+
+    def other_reading(
+        self,
+        pattern: str,
+        regex: bool,
+        case_sensitive: bool,
+        whole_word: bool,
+        before: int,
+        after: int,
+    ) -> OtherReading | None:
+        """For a pattern that matched nothing: what it matches read the other way (a regex as
+        a literal, a literal as a regex), when that reading differs and finds something."""
+        if plain_regex(pattern):  # (reads the same both ways)
+            return None
+        try:
+            m = Matcher(GrepQuery(pattern, not regex, case_sensitive, whole_word, before, after))
+        except InvalidPattern:
+            return None
+        t = self.count(m, pattern, not regex, case_sensitive)
+        if not t.matches:
+            return None
+        return OtherReading(
+            read_as="literal" if regex else "regex", matches=t.matches, files=t.files,
+            exact=t.exact,
+        )  # fmt: skip
+
+
 def _after(
     progress: Callable[[int, int | None, str], None] | None, base: int, name: str, named: bool
 ) -> Callable[[int, int | None, str], None] | None:
@@ -496,6 +722,7 @@ class _GrepPage:
         self.out: list[GrepMatch] = []
         self.files: list[GrepFile] = []
         self.total = 0
+        self.files_matched = 0  # files with an item in the page
         self.positions: list[tuple[int, bytes, int]] = []
         self.more = False
         self._t = 0
@@ -527,6 +754,7 @@ class _GrepPage:
         shown = display(fm.path)
         uri = file_uri(self._root, fm.path)
         defs = self.symbols(fm.path) if self.symbols is not None else None
+        taken = self.total
         for lm in fm.matches:
             if fm.path == self._after and lm.line <= self._after_line:
                 continue
@@ -534,11 +762,13 @@ class _GrepPage:
             size = len(m.text) + sum(map(len, m.before)) + sum(map(len, m.after))
             if len(self.out) >= self.limit or (self.out and self.held + size > self.budget):
                 self.more = True
+                self.files_matched += self.total > taken
                 return False
             self.held += size
             self.out.append(m)
             self.total += 1
             self.positions.append((self._t, fm.path, lm.line))
+        self.files_matched += self.total > taken
         if fm.cut:  # the search stopped gathering this file: the rest is for the next page
             self.more = True
             return False
@@ -578,6 +808,7 @@ class _GrepPage:
         uri = file_uri(self._root, fm.path)
         self.files.append(GrepFile(root=self._ref, path=where, uri=uri, matches=n))
         self.total += n
+        self.files_matched += 1
         self.positions.append((self._t, fm.path, _PAST_EVERY_LINE))
         return True
 

@@ -10,6 +10,8 @@ file as it is now.
 
 from __future__ import annotations
 
+import difflib
+import re
 import stat as stat_mod
 from collections.abc import Iterator, Sequence
 
@@ -20,7 +22,14 @@ from ..index.plan import plan
 from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
-from ..symbols import SIGNATURE_LOOK, Symbol, extract, language_of, line_signature
+from ..symbols import (
+    SIGNATURE_LOOK,
+    Symbol,
+    extract,
+    language_of,
+    line_signature,
+    supported_languages,
+)
 from ..symbols import outline as outline_of
 from ..walker import Walker, WalkOptions, order_key
 from .base import (
@@ -72,11 +81,14 @@ class Symbols(ServiceBase):
         wanted = _matcher(name, exact, kind)
         found: list[tuple[int, Root, bytes, Symbol]] = []
         capped = False
+        resyncing: list[str] = []  # roots answered from an earlier build being re-synced
         for ti, (r, comps) in enumerate(targets):
             token.check()
             start = b"/".join(c for c in comps if c != b".")
             prune = nested.get(r.path, frozenset())
-            for rel, sym in self._symbols_in(r, start, prune, name, exact, wanted, token):
+            for rel, sym in self._symbols_in(
+                r, start, prune, name, exact, wanted, token, resyncing
+            ):
                 if keep is not None and not keep(rel):
                     continue
                 found.append((ti, r, rel, sym))
@@ -85,30 +97,44 @@ class Symbols(ServiceBase):
                     break
             if capped:
                 break
-        # exact name first, then definitions outside tests, then root, path and line
-        found.sort(key=lambda h: (h[3].name != name, is_low_path(h[2]), h[0],
-                                  order_key(h[2]), h[3].line))  # fmt: skip
+        found.sort(key=lambda h: _rank(name, h[0], h[2], h[3]))
         page = found[offset : offset + limit]
         signatures = _signatures(page, token)
         hits = [
-            SymbolHit(
-                root=rid(r), path=display(rel), uri=file_uri(r, rel), name=s.name, kind=s.kind,
-                line=s.line, end_line=s.end_line, container=s.container,
-                signature=s.signature or signatures.get((id(r), rel, s.line, s.name), ""),
-            )
+            _hit(r, rel, s, s.signature or signatures.get((id(r), rel, s.line, s.name), ""))
             for _ti, r, rel, s in page
-        ]  # fmt: skip
+        ]
         end = offset + len(page)
 
         def resume_at(k: int) -> str | None:
             at = offset + k
             return encode_cursor("sym", fp, o=at) if at < len(found) else None
 
+        near: list[str] = []
+        if not found and exact and not cursor:
+            near = self._near_names(targets, name)
         result = FindSymbolResult(
-            symbols=hits, truncated=end < len(found) or capped, next_cursor=resume_at(len(page))
-        )
+            symbols=hits, truncated=end < len(found) or capped, next_cursor=resume_at(len(page)),
+            near=near, resyncing=resyncing,
+        )  # fmt: skip
+        result._exact = exact
         result._resume = resume_at
         return result
+
+    def _near_names(self, targets: list[tuple[Root, list[bytes]]], name: str) -> list[str]:
+        """Up to 5 defined names close to ``name``, from the ready indexes of the targets
+        (none without one: a live parse of the whole tree for a name nobody defines would
+        cost what the call just did again)."""
+        near: list[str] = []
+        for r, _ in targets:
+            ready = self._ready_index(r) or self._resyncing_index(r)
+            store = ready[0].index if ready is not None else None
+            if store is None or not hasattr(store, "near_symbols"):
+                continue
+            for n in store.near_symbols(name):
+                if n not in near:
+                    near.append(n)
+        return difflib.get_close_matches(name, near, n=5, cutoff=0) if near else []
 
     def _symbols_in(
         self,
@@ -119,12 +145,17 @@ class Symbols(ServiceBase):
         exact: bool,
         wanted: object,
         token: Token,
+        resyncing: list[str] | None = None,
     ) -> Iterator[tuple[bytes, Symbol]]:
         """Every definition of the name below ``start`` in root ``r``: from the index when it
         answers exactly now (its dirty files parsed live), else by parsing live."""
         match = wanted  # (a callable: Symbol -> bool)
         assert callable(match)
         ready = self._ready_index(r)
+        if ready is None:
+            ready = self._resyncing_index(r)
+            if ready is not None and resyncing is not None:
+                resyncing.append(r.name)
         if ready is not None and hasattr(ready[0].index, "find_symbols"):
             ix, place = ready
             assert ix.index is not None
@@ -217,9 +248,9 @@ class Symbols(ServiceBase):
             )
         language = language_of(rel)
         if language is None:
-            raise NotAFile(
-                f"'{display(comps)}' is not in a language rootgrep parses (Python, JavaScript, "
-                "TypeScript, Go, Rust, C, C++, Java); read it with read_file"
+            raise InvalidArgument(
+                f"outline does not support the language of '{display(comps)}': it parses "
+                f"{supported_languages()}; read the file with read_file, or grep it"
             )
         res = r.fs.read(comps, max_bytes=MAX_SYMBOL_FILE_BYTES)
         # a cursor counts definitions of the file as it was: edited or replaced since, its
@@ -282,11 +313,73 @@ def _signatures(
     return out
 
 
+# kinds that define a thing, ranked before a name bound by an assignment (a re-export
+# `exports.X = X`, an alias `X = other.Y`): find_symbol's definition first
+_BINDINGS = frozenset(("variable",))
+_IMPORT = re.compile(r"\brequire\s*\(|^\s*(?:import|from)\s|\bimport\s*\(|\buse\s")
+
+
+def _rank(name: str, ti: int, rel: bytes, s: Symbol) -> tuple[object, ...]:
+    """find_symbol's order: the exact name first; outside tests, vendored and generated
+    files before them; a definition before a name an assignment binds; a top-level one
+    before a member; a public one before a private one; a file named after the name
+    before others (``simplify/simplify.py``, ``router/index.js``); then root, path, line."""
+    return (
+        s.name != name,
+        is_low_path(rel),
+        s.kind in _BINDINGS,
+        s.container is not None,
+        _private(rel, s.name),
+        not _named_after(rel, s.name),
+        ti,
+        order_key(rel),
+        s.line,
+    )
+
+
+def _private(rel: bytes, name: str) -> bool:
+    """A name its language's convention calls private: ``_x`` (Python, JavaScript, ...), a
+    lowercase Go name (not exported)."""
+    return name.startswith("_") or (rel.endswith(b".go") and name[:1].islower())
+
+
+def _named_after(rel: bytes, name: str) -> bool:
+    parts = rel.rsplit(b"/", 2)
+    stem = parts[-1].split(b".", 1)[0].decode("utf-8", "replace").lower()
+    folder = parts[-2].decode("utf-8", "replace").lower() if len(parts) > 1 else ""
+    low = name.lower()
+    return stem == low or (stem == "index" and folder == low) or (folder == low and stem == "mod")
+
+
+def binding_of(s: Symbol, signature: str) -> str | None:
+    """For a name an assignment binds (kind variable): ``import`` when its value is an
+    import (``require(…)``, ``import …``), ``alias`` when it is another name (a re-export
+    ``exports.X = X``, ``X = mod.Y``), else ``assignment``; None for a definition."""
+    if s.kind not in _BINDINGS:
+        return None
+    if _IMPORT.search(signature):
+        return "import"
+    _, eq, value = signature.partition("=")
+    value = value.strip().rstrip(";,").strip()
+    if eq and value and re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", value):
+        return "alias"
+    return "assignment"
+
+
+def _hit(r: Root, rel: bytes, s: Symbol, signature: str) -> SymbolHit:
+    return SymbolHit(
+        root=rid(r), path=display(rel), uri=file_uri(r, rel), name=s.name, kind=s.kind,
+        line=s.line, end_line=s.end_line, container=s.container, signature=signature,
+        binding=binding_of(s, signature),
+    )  # fmt: skip
+
+
 def _node(n: object) -> OutlineNode:
     sym: Symbol = n.symbol  # type: ignore[attr-defined]
     return OutlineNode(
         name=sym.name, kind=sym.kind, line=sym.line, end_line=sym.end_line,
-        signature=sym.signature, children=[_node(c) for c in n.children],  # type: ignore[attr-defined]
+        signature=sym.signature, container=sym.container,
+        children=[_node(c) for c in n.children],  # type: ignore[attr-defined]
     )  # fmt: skip
 
 

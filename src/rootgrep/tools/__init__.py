@@ -45,8 +45,9 @@ INSTRUCTIONS = """rootgrep searches and reads files inside the client's roots (w
 operator's). Which tool: grep for every exact occurrence of a string or regex (exhaustive, \
 like ripgrep); find_symbol for where a name is defined; search for files ranked by words \
 when you do not know the exact text; find_files for files by name or glob; outline for a \
-file's definitions; read_file to read lines (2000 at a time; next_start_line \
-reads on); list_directory / directory_tree to look around; list_roots for what is served. \
+file's definitions; read_file to read lines (as many as fit about 20k characters; its \
+answer says which lines it gave and the start_line that reads on); list_directory / \
+directory_tree to look around; list_roots for what is served. \
 Paths shown in answers can be passed back as `path` as they are. Answers are cut to fit \
 (about 20k characters): continue with the cursor or next_start_line they give. Errors start \
 with a [code] and say what to do next."""

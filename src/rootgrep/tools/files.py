@@ -66,6 +66,7 @@ LIST_ROOTS = ToolSpec(
     result=ListRootsResult,
     run=run_list_roots,
     answer=answer_roots,
+    bulk=("roots",),
 )
 
 # ---- read_file -------------------------------------------------------------------------------
@@ -88,8 +89,9 @@ class ReadFileArgs(Args):
         Field(
             ge=1,
             le=100_000,
-            description=f"at most this many lines (default {DEFAULT_MAX_LINES}); the answer "
-            "gives next_start_line to read on",
+            description=f"at most this many lines (default {DEFAULT_MAX_LINES}; fewer when "
+            "the answer's character budget is reached first); the answer gives "
+            "next_start_line to read on",
         ),
     ] = DEFAULT_MAX_LINES
 
@@ -106,7 +108,7 @@ def answer_read(r: ReadFileResult, out: Out) -> str:
     # window is cut (a path can be thousands of characters)
     most = r.total_lines
     room = len(_read_header(where, r.start_line, most, most, r.lines_cut or 0))
-    room += len(_read_footer(most)) + 1
+    room += len(_read_footer(r, most)) + 1
     k, body = fit(pieces, max(1, out.budget - room), lambda k: "")
     if k < len(lines):
         r.content = "".join(lines[:k])
@@ -115,7 +117,7 @@ def answer_read(r: ReadFileResult, out: Out) -> str:
         r.next_start_line = nxt if isinstance(nxt, int) else None
         r.truncated = True
     head = _read_header(where, r.start_line, r.end_line, r.total_lines, r.lines_cut or 0)
-    tail = _read_footer(r.next_start_line) if r.next_start_line is not None else ""
+    tail = _read_footer(r) if r.next_start_line is not None else ""
     return f"{head}\n{body}{tail}"
 
 
@@ -124,18 +126,25 @@ def _read_header(where: str, start: int, end: int, total: int, cut: int) -> str:
     return f"{where} ({span}" + (f"; {plural(cut, 'long line')} cut" if cut else "") + ")"
 
 
-def _read_footer(next_start_line: int) -> str:
-    return f"\n(more: read on with start_line={next_start_line})"
+def _read_footer(r: ReadFileResult, most: int | None = None) -> str:
+    """The last line of a window that does not reach the file's end: which lines it gave,
+    and where the next one starts (``most``: the longest it can be, to make room for it)."""
+    if most is not None:
+        end = nxt = total = most
+    else:
+        end, total, nxt = r.end_line, r.total_lines, r.next_start_line or 0
+    return f"\n(lines {r.start_line}-{end} of {total} shown; next: start_line={nxt})"
 
 
 READ_FILE = ToolSpec(
     name="read_file",
     title="Read a text file",
     description=(
-        f"A text file's lines: {DEFAULT_MAX_LINES} from start_line (default 1) unless told, "
-        "with the file's line count and next_start_line to read on, so any line of a large "
-        "file can be reached window by window. Lines over 2000 characters are cut. Binary "
-        "files are refused. Take paths from grep, search or find_files as they are shown."
+        "A text file's lines from start_line (default 1): as many as fit the answer (about "
+        f"20k characters; at most max_lines={DEFAULT_MAX_LINES}), so check the range it "
+        "gives: it ends with `next: start_line=N` where the window stops before the end. "
+        "Lines over 2000 characters are cut; binary files are refused. Paths from grep, "
+        "search or find_files work as shown."
     ),
     args=ReadFileArgs,
     result=ReadFileResult,

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ..grep import MAX_CONTEXT
 from ..models import FindFilesResult, GrepResult, ReindexResult, SearchResult
-from ..service.base import DEFAULT_MAX_LINE_CHARS
+from ..service.base import DEFAULT_MAX_LINE_CHARS, TOTAL_SECONDS
 from .common import (
     CursorArg,
     ExcludeArg,
@@ -30,42 +30,38 @@ class GrepArgs(Args):
     pattern: Annotated[
         str,
         Field(
-            description="what to find: a literal string (default), or an RE2 regex with "
-            "regex=true (no look-around or backreferences); matched within one line"
+            description="an RE2 regex, as rg's (no look-around or backreferences), matched "
+            "within a line; a literal with fixed_strings=true"
         ),
     ]
     root: RootArg = None
     path: ScopeArg = None
-    regex: Annotated[bool, Field(description="pattern is an RE2 regex, not a literal")] = False
-    case_sensitive: Annotated[bool, Field(description="false: ignore case")] = True
-    whole_word: Annotated[
-        bool, Field(description="match only where no word character is just before or after")
+    regex: Annotated[bool, Field(description="false: a literal (as fixed_strings=true)")] = True
+    fixed_strings: Annotated[
+        bool, Field(description="pattern is a literal, not a regex (rg -F)")
     ] = False
+    case_sensitive: Annotated[bool, Field(description="false: ignore case")] = True
+    whole_word: Annotated[bool, Field(description="only whole words (rg -w)")] = False
     include: IncludeArg = None
     exclude: ExcludeArg = None
     output_mode: Annotated[
         Literal["content", "files_with_matches", "count"],
         Field(
-            description="content: the matching lines (default); files_with_matches: only "
-            "the files that match; count: matching lines per file"
+            description="content: matching lines; files_with_matches: files only; count: "
+            "matching lines per file"
         ),
     ] = "content"
     context: Annotated[
-        int, Field(ge=0, le=MAX_CONTEXT, description=f"lines around each match (0-{MAX_CONTEXT})")
+        int, Field(ge=0, le=MAX_CONTEXT, description="lines around each match (rg -C)")
     ] = 0
-    before: Annotated[
-        Lines, Field(description=f"lines before each match (0-{MAX_CONTEXT}; default: context)")
-    ] = None
-    after: Annotated[
-        Lines, Field(description=f"lines after each match (0-{MAX_CONTEXT}; default: context)")
-    ] = None
+    before: Annotated[Lines, Field(description="lines before each match (default: context)")] = None
+    after: Annotated[Lines, Field(description="lines after each match (default: context)")] = None
     max_line_chars: Annotated[
         int,
         Field(
             ge=20,
             le=5000,
-            description="a longer line is shown as a window of this many characters around "
-            f"its match, with … at each cut end (20-5000, default {DEFAULT_MAX_LINE_CHARS})",
+            description="a longer line is cut to this many characters around its match",
         ),
     ] = DEFAULT_MAX_LINE_CHARS
     hidden: HiddenArg = False
@@ -90,17 +86,25 @@ def answer_grep(r: GrepResult, out: Out) -> str:
         return _answer_grep_files(r, out)
     pieces: list[str] = []
     prev: str | None = None
+    held: str | None = None  # the enclosing definition last named in the current file
     shown_to = 0  # the last line number printed in the current file
+    # (separators between groups of lines only where lines around matches are shown)
+    separated = any(m.before or m.after for m in r.matches)
     for i, m in enumerate(r.matches):
         lines: list[str] = []
         # context after a match stops at the file's next match, shown as a match (as rg)
         nxt = r.matches[i + 1] if i + 1 < len(r.matches) else None
         stop = nxt.line if nxt is not None and nxt.uri == m.uri else None
         if m.uri != prev:  # (the same relative path in several roots: another file)
-            lines.append(out.path(m.path, m.uri))
-            prev, shown_to = m.uri, 0
+            # the file, and the definition holding its first match: "who calls X" in one call
+            head = out.path(m.path, m.uri)
+            lines.append(f"{head} › {m.symbol}" if m.symbol else head)
+            prev, shown_to, held = m.uri, 0, m.symbol
+        elif m.symbol != held:
+            lines.append(f"› {m.symbol or '(outside any definition)'}")
+            held = m.symbol
         first = m.line - len(m.before)
-        if shown_to and first > shown_to + 1:
+        if separated and shown_to and first > shown_to + 1:
             lines.append("--")
         for i, b in enumerate(m.before):
             if first + i > shown_to:
@@ -115,13 +119,68 @@ def answer_grep(r: GrepResult, out: Out) -> str:
 
     def footer(k: int) -> str:
         files = len({m.uri for m in r.matches[:k]})
-        head = f"({plural(k, 'match', 'matches')} in {plural(files, 'file')}"
-        searched = f", {plural(r.files_searched, 'file')} searched"
-        return head + searched + _more(r, k, total, "matches", out) + ")"
+        whole = k == r.total_matches and r.total_exact and not r.truncated
+        if whole and not k:
+            head = "(no matches"
+        elif whole:  # (a page that holds the whole scope)
+            head = f"({plural(k, 'match', 'matches')} in {plural(files, 'file')}"
+        else:
+            head = (
+                f"({k} of {_total(r.total_matches, r, 'match', 'matches')} shown, in {files} "
+                f"of {_total(r.total_files, r, 'file')}"
+            )
+        searched = f"; {plural(r.files_searched, 'file')} searched"
+        tail = _more(r, k, total, "matches", out) + ")"
+        return head + searched + _counted(r) + tail + _other(r) + _not_searched(r)
 
     k, body = fit(pieces, out.budget, footer)
     cut_items(r, "matches", k)
     return body
+
+
+def _total(n: int, r: GrepResult, one: str, many: str | None = None) -> str:
+    return ("" if r.total_exact else "at least ") + plural(n, one, many)
+
+
+def _counted(r: GrepResult) -> str:
+    return "" if r.total_exact else f" (counting stopped after {TOTAL_SECONDS:g} s)"
+
+
+def _not_searched(r: GrepResult) -> str:
+    """The coverage line: what the scope holds that was not searched, and how to search it
+    (only when there is something)."""
+    k = r.skipped
+    if k is None:
+        return ""
+    parts = []
+    if k.hidden:
+        parts.append(f"{plural(k.hidden, 'hidden entry', 'hidden entries')} (hidden=true)")
+    if k.ignored:
+        parts.append(f"{plural(k.ignored, 'entry', 'entries')} ignored by .gitignore/.ignore "
+                     "(no_ignore=true)")  # fmt: skip
+    if k.binary:
+        parts.append(plural(k.binary, "binary file"))
+    if k.too_large:
+        parts.append(f"{plural(k.too_large, 'file')} over the size limit")
+    return "\n(not searched: " + ", ".join(parts) + ")"
+
+
+def _other(r: GrepResult) -> str:
+    """The line saying what a pattern that found nothing finds read the other way."""
+    o = r.other_reading
+    if o is None:
+        return ""
+    n = ("" if o.exact else "at least ") + plural(o.matches, "line")
+    found = f"matches {n} in {plural(o.files, 'file')}"
+    if o.read_as == "literal":
+        return (
+            "\n(as a regex the pattern matches nothing; as a literal (fixed_strings=true) "
+            f"it {found})"
+        )
+    return (
+        "\n(as a literal the pattern matches nothing; as a regex (the default: leave "
+        f"fixed_strings and regex out) it {found})"
+    )
 
 
 def _answer_grep_files(r: GrepResult, out: Out) -> str:
@@ -134,13 +193,19 @@ def _answer_grep_files(r: GrepResult, out: Out) -> str:
 
     def footer(k: int) -> str:
         n = sum(f.matches for f in r.files[:k])
-        what = f"{plural(n, 'matching line')} in " if counting else ""
-        return f"({what}{plural(k, 'file')}" + _more(r, k, total, "files", out) + ")"
+        whole = k == r.total_files and r.total_exact and not r.truncated
+        if whole:
+            what = f"{plural(n, 'matching line')} in " if counting else ""
+            head = f"({what}{plural(k, 'file')}"
+        else:
+            head = f"({k} of {_total(r.total_files, r, 'file')} shown"
+            if counting:
+                head += f", {_total(r.total_matches, r, 'matching line')} in all"
+        more = _more(r, k, total, "files", out)
+        return head + _counted(r) + more + ")" + _other(r) + _not_searched(r)
 
     k, body = fit(pieces, out.budget, footer)
     cut_items(r, "files", k)
-    if counting:
-        r.total_matches = sum(f.matches for f in r.files)
     return body
 
 
@@ -157,13 +222,12 @@ GREP = ToolSpec(
     name="grep",
     title="Exact search (like ripgrep)",
     description=(
-        "Every line matching `pattern` exactly (a literal; RE2 regex with regex=true), like "
-        "ripgrep: exhaustive, in path order, respecting .gitignore and skipping hidden and "
-        "binary files unless told otherwise. Use it to find all uses of a name, an exact "
-        "string or a pattern; use search for ranked results by words, find_files for file "
-        "names. Answers are grouped by file (path, then `line:text`); paths can be passed "
-        "back as read_file's `path`. output_mode=files_with_matches or count gives files "
-        "only. Long answers are cut to fit: continue with the cursor the answer gives."
+        "Every line matching `pattern`, an RE2 regex as in rg (`a|b`, `f\\(x\\)`; "
+        "fixed_strings=true: a literal): exhaustive, in path order, skipping ignored, hidden "
+        "and binary files unless told. Use it for every use of a name or string; search "
+        "ranks files by words, find_files matches names. Grouped by file (`path › "
+        "enclosing definition`, then `line:text`); the footer gives the true totals and the "
+        "cursor that continues."
     ),
     args=GrepArgs,
     result=GrepResult,
@@ -219,9 +283,19 @@ def answer_search(r: SearchResult, out: Out) -> str:
             )
         if r.partial and (r.building or not r.failed):
             where = ", ".join(r.building) or "a root"
+            scanned = (
+                f"; these come from what it holds and a live scan of {plural(r.live_files, 'file')}"
+                if r.live_files
+                else ""
+            )
             notes.append(
                 f"(partial: the index of {where} is still being built, so results may be "
-                "missing; grep answers exactly now, without the index)"
+                f"missing{scanned}; grep answers exactly now, without the index)"
+            )
+        if r.resyncing:
+            notes.append(
+                f"(from the last build of the index of {', '.join(r.resyncing)}, being "
+                "re-synced now: a file changed while no rootgrep ran may rank as it was)"
             )
         if k < total:
             nxt = r.resume_at(k)
@@ -359,4 +433,5 @@ REINDEX = ToolSpec(
     run=run_reindex,
     answer=answer_reindex,
     progress=True,
+    bulk=("roots",),
 )

@@ -13,6 +13,7 @@ same items as the text.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -197,6 +198,9 @@ def invalid_argument_message(tool: str, err: ValidationError, args: type[BaseMod
             what = "is not accepted there"
         else:
             what = _ARG_WHAT.get(kind) or _reason(e)
+        if kind == "extra_forbidden" and len(loc) == 1:
+            meant = did_you_mean_argument(top, args)
+            what += f" (did you mean {meant}?)" if meant else ""
         field = args.model_fields.get(top) if len(loc) == 1 else None
         accepted = f" ({field.description})" if field is not None and field.description else ""
         problems.append(f"`{name}` {what}{accepted}")
@@ -205,6 +209,55 @@ def invalid_argument_message(tool: str, err: ValidationError, args: type[BaseMod
         f"[invalid_argument] {tool}: " + "; ".join(problems)
         + f". Its arguments are: {known}; fix the call and retry"
     )  # fmt: skip
+
+
+# what other tools (rg, agents' built-in grep and read tools) call an argument, and its name
+# (or value) here
+_OTHER_NAMES = {
+    "ignore_case": "case_sensitive=false",
+    "case_insensitive": "case_sensitive=false",
+    "i": "case_sensitive=false",
+    "literal": "fixed_strings=true",
+    "fixed": "fixed_strings=true",
+    "F": "fixed_strings=true",
+    "word": "whole_word=true",
+    "word_regexp": "whole_word=true",
+    "w": "whole_word=true",
+    "glob": "include",
+    "globs": "include",
+    "file_pattern": "include",
+    "type": "include",
+    "limit": "max_results",
+    "max_count": "max_results",
+    "head_limit": "max_results",
+    "offset": "cursor (or start_line)",
+    "page": "cursor",
+    "file": "path",
+    "file_path": "path",
+    "filepath": "path",
+    "filename": "path",
+    "directory": "path",
+    "dir": "path",
+    "A": "after",
+    "B": "before",
+    "C": "context",
+    "query": "pattern",
+    "regexp": "regex",
+    "line": "start_line",
+    "lines": "max_lines",
+    "limit_lines": "max_lines",
+}
+
+
+def did_you_mean_argument(name: str, args: type[BaseModel]) -> str | None:
+    """The argument of this tool that an unknown ``name`` most likely meant, as a backquoted
+    name (or ``name=value``), or None."""
+    fields = args.model_fields
+    other = _OTHER_NAMES.get(name) or _OTHER_NAMES.get(name.lower().lstrip("-"))
+    if other is not None and other.split("=")[0].split(" ")[0] in fields:
+        return f"`{other}`"
+    close = difflib.get_close_matches(name.lower(), list(fields), n=1, cutoff=0.6)
+    return f"`{close[0]}`" if close else None
 
 
 def _nested_fields(model: type[BaseModel]) -> set[str]:

@@ -41,23 +41,43 @@ def answer_find_symbol(r: FindSymbolResult, out: Out) -> str:
     pieces = []
     for s in r.symbols:
         inside = f" (in {s.container})" if s.container else ""
+        bound = f" ({_BOUND[s.binding]})" if s.binding else ""
         pieces.append(
-            f"{out.path(s.path, s.uri)}:{s.line}: {s.kind} {s.name}{inside}\n  {s.signature}"
+            f"{out.path(s.path, s.uri)}:{s.line}: {s.kind} {s.name}{inside}{bound}\n  {s.signature}"
         )
     total = len(r.symbols)
 
     def footer(k: int) -> str:
         if not total:
-            return "(no definitions found: try exact=false, or grep for the name)"
+            near = f"did you mean {', '.join(r.near)}? or " if r.near else ""
+            wider = "try exact=false, or " if r._exact else ""
+            return f"(no definitions found: {near}{wider}grep for the name)" + _resyncing(
+                r.resyncing
+            )
         nxt = r.resume_at(k) if k < total else r.next_cursor
         left = f"; {total - k} more left out to fit the answer" if k < total else ""
         more = f"; continue with cursor={nxt}" if nxt else ""
-        return f"({plural(k, 'definition')}{left}{more})"
+        return f"({plural(k, 'definition')}{left}{more})" + _resyncing(r.resyncing)
 
     k, body = fit(pieces, out.budget, footer)
     cut_items(r, "symbols", k)
     return body
 
+
+def _resyncing(names: list[str]) -> str:
+    if not names:
+        return ""
+    return (
+        f"\n(from the last build of the index of {', '.join(names)}, being re-synced now: "
+        "a file changed while no rootgrep ran may be missed; grep is exact meanwhile)"
+    )
+
+
+_BOUND = {
+    "alias": "bound to another name: a re-export or an alias",
+    "import": "an import: defined in the module it comes from",
+    "assignment": "assigned, not defined",
+}
 
 FIND_SYMBOL = ToolSpec(
     name="find_symbol",
@@ -97,11 +117,17 @@ def answer_outline(r: OutlineResult, out: Out) -> str:
             order.append((depth, n, above))
             walk(n.children, depth + 1, (*above, n))
 
+    def shown(n: OutlineNode, above: tuple[OutlineNode, ...]) -> str:
+        # a method whose owner is not the definition it is listed under (none in this
+        # file: a Rust `impl X` of a type defined elsewhere) says whose it is
+        owner = n.container is not None and (not above or above[-1].name != n.container)
+        return f"{n.kind} {n.name}" + (f" (of {n.container})" if owner else "")
+
     walk(r.symbols, 0, ())
     skip = min(r._skip, len(order))
     page = order[skip:]
     context = list(page[0][2]) if page else []  # (the containers the cursor passed)
-    lines = [f"{'  ' * d}{n.line}-{n.end_line} {n.kind} {n.name}" for d, n, _ in page]
+    lines = [f"{'  ' * d}{n.line}-{n.end_line} {shown(n, a)}" for d, n, a in page]
     head = f"{out.path(r.path, r.uri)} ({r.language})"
     heads = [head, *(f"{'  ' * d}{n.line}-{n.end_line} {n.kind} {n.name} (continued)"
                      for d, n in enumerate(context))]  # fmt: skip
@@ -146,4 +172,5 @@ OUTLINE = ToolSpec(
     result=OutlineResult,
     run=run_outline,
     answer=answer_outline,
+    bulk=("symbols",),
 )
