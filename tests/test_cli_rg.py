@@ -215,3 +215,30 @@ def test_json_with_count(tree: Path) -> None:
     ref = run_both(["-c", "import os", "odd"], tree)[1].stdout.decode().splitlines()
     assert [f"odd/{r['path']}:{r['matches']}" for r in recs] == ref
     assert all(r["root"]["uri"].endswith("/odd") for r in recs)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--fixed", "import os", "odd"],  # (was taken for --fixed-strings)
+        ["--files-with", "import os", "odd"],  # (was --files-with-matches)
+        ["--ignore-c", "import os", "odd"],  # (was --ignore-case)
+        ["--hid", "import os", "odd"],  # (was --hidden)
+    ],
+    ids=["fixed", "files-with", "ignore-c", "hid"],
+)
+def test_an_abbreviated_flag_is_refused_as_rg_refuses_it(tree: Path, args: list[str]) -> None:
+    """Python's argparse took any unambiguous prefix of a long flag for the flag; rg takes
+    none (`--ignore` is rg's own flag, the opposite of `--ignore-case`)."""
+    mine, ref = run_both(args, tree)
+    assert ref.returncode == 2, ref
+    assert (mine.returncode, mine.stdout) == (2, b""), mine
+    assert b"unrecognized arguments" in mine.stderr
+
+
+def test_ignore_undoes_no_ignore_as_in_rg(tree: Path) -> None:
+    for args in (["--ignore", "-c", "import os"], ["--no-ignore", "--ignore", "-c", "import os"],
+                 ["--ignore", "--no-ignore", "-c", "import os"]):  # fmt: skip
+        mine, ref = run_both(args, tree)
+        assert ref.returncode == 0, ref.stderr
+        assert (mine.returncode, mine.stdout) == (0, ref.stdout), args

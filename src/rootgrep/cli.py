@@ -45,6 +45,7 @@ def _top_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="rootgrep",
+        allow_abbrev=False,
         description="Root-confined code search. Verbs: "
         + "; ".join(f"{k}: {v}" for k, v in VERBS.items()),
     )
@@ -76,6 +77,7 @@ def _grep_parser() -> argparse.ArgumentParser:
 
     g = argparse.ArgumentParser(
         prog="rootgrep grep",
+        allow_abbrev=False,  # (``--files`` must not become ``--files-with-matches``)
         usage="rootgrep grep [OPTIONS] PATTERN [PATH ...]\n"
         "       rootgrep grep [OPTIONS] -e PATTERN ... [PATH ...]",
         description=VERBS["grep"] + ", with ripgrep's flags",
@@ -153,6 +155,12 @@ def _grep_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--hidden", action="store_true", help="search hidden files and directories")
     g.add_argument("--no-ignore", action="store_true", help="ignore .gitignore/.ignore rules")
+    g.add_argument(
+        "--ignore",
+        dest="no_ignore",
+        action="store_false",
+        help="respect .gitignore/.ignore rules (the default; undoes an earlier --no-ignore)",
+    )
     g.add_argument(
         "--json",
         action="store_true",
@@ -233,6 +241,7 @@ _GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
         (("-g", "--glob"), "globs", "append", None),
         (("--hidden",), "hidden", "const", True),
         (("--no-ignore",), "no_ignore", "const", True),
+        (("--ignore",), "no_ignore", "const", False),
         (("--json",), "json", "const", True),
         (("-M", "--max-columns"), "max_columns", "int", None),
         (("-H", "--with-filename"), "with_filename", "const", True),
@@ -309,7 +318,7 @@ def _quick_grep_args(argv: list[str]) -> Any:
 def _serve_parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="rootgrep serve", description=VERBS["serve"])
+    p = argparse.ArgumentParser(prog="rootgrep serve", description=VERBS["serve"], allow_abbrev=False)
     p.add_argument(
         "--root",
         action="append",
@@ -737,7 +746,7 @@ def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
 def _index_parser(verb: str) -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog=f"rootgrep {verb}", description=VERBS[verb])
+    p = argparse.ArgumentParser(prog=f"rootgrep {verb}", description=VERBS[verb], allow_abbrev=False)
     if verb == "search":
         p.add_argument(
             "query",
@@ -995,7 +1004,7 @@ def _search(args: argparse.Namespace) -> int:
 def _symbols_parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="rootgrep symbols", description=VERBS["symbols"])
+    p = argparse.ArgumentParser(prog="rootgrep symbols", description=VERBS["symbols"], allow_abbrev=False)
     p.add_argument("name", help="the identifier whose definitions to find")
     p.add_argument("dirs", nargs="*", metavar="DIR", help="directories to look in (default: .)")
     p.add_argument("-i", "--ignore-case", action="store_true",
@@ -1041,7 +1050,7 @@ def _symbols(args: argparse.Namespace) -> int:
 def _outline_parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="rootgrep outline", description=VERBS["outline"])
+    p = argparse.ArgumentParser(prog="rootgrep outline", description=VERBS["outline"], allow_abbrev=False)
     p.add_argument("file", help="a source file")
     p.add_argument("--json", action="store_true", help="the outline as one JSON object")
     return p
