@@ -1093,3 +1093,30 @@ def test_a_parse_stopped_past_its_deadline_still_finishes():
     # the stop came during a parse (so the test means something), and no parse was cut short
     assert max(float(wall) for _, wall in runs) > symbols.PARSE_TIMEOUT_SECONDS
     assert [int(count) for count, _ in runs] == [symbols.MAX_SYMBOLS] * 5
+
+
+def test_every_symbol_is_in_the_outline_once_whatever_the_owners():
+    """Owners found by name (a Rust impl's type, a Go receiver) never make a loop or take a
+    method under an associated type: two impls whose associated types name each other lost
+    both from the outline; a method went under `type Value = Value` inside another impl."""
+
+    def flat(nodes):
+        return [(n.symbol.name, n.symbol.line) for n in nodes] + [
+            x for n in nodes for x in flat(n.children)
+        ]
+
+    looped = b"impl A { type B = u8; }\nimpl B { type A = u8; }\n"
+    serde = (
+        b"struct Value;\nstruct ValueVisitor;\nimpl Visitor for ValueVisitor {\n"
+        b"    type Value = Value;\n    fn visit(self) {}\n}\n"
+        b"impl Serialize for Value {\n    fn serialize(&self) {}\n}\n"
+    )
+    for source in (looped, serde):
+        syms = extract(b"a.rs", source) or []
+        tree = outline(syms)
+        assert sorted(flat(tree)) == sorted((s.name, s.line) for s in syms)
+    tree = outline(extract(b"a.rs", serde) or [])
+    assert _shape(tree) == [
+        ("Value", [("serialize", [])]),
+        ("ValueVisitor", [("Value", []), ("visit", [])]),
+    ]

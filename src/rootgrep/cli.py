@@ -318,7 +318,9 @@ def _quick_grep_args(argv: list[str]) -> Any:
 def _serve_parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="rootgrep serve", description=VERBS["serve"], allow_abbrev=False)
+    p = argparse.ArgumentParser(
+        prog="rootgrep serve", description=VERBS["serve"], allow_abbrev=False
+    )
     p.add_argument(
         "--root",
         action="append",
@@ -746,7 +748,9 @@ def _http_banner(url: str, auth: bool, roots: list[Root]) -> str:
 def _index_parser(verb: str) -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog=f"rootgrep {verb}", description=VERBS[verb], allow_abbrev=False)
+    p = argparse.ArgumentParser(
+        prog=f"rootgrep {verb}", description=VERBS[verb], allow_abbrev=False
+    )
     if verb == "search":
         p.add_argument(
             "query",
@@ -1004,7 +1008,9 @@ def _search(args: argparse.Namespace) -> int:
 def _symbols_parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="rootgrep symbols", description=VERBS["symbols"], allow_abbrev=False)
+    p = argparse.ArgumentParser(
+        prog="rootgrep symbols", description=VERBS["symbols"], allow_abbrev=False
+    )
     p.add_argument("name", help="the identifier whose definitions to find")
     p.add_argument("dirs", nargs="*", metavar="DIR", help="directories to look in (default: .)")
     p.add_argument("-i", "--ignore-case", action="store_true",
@@ -1050,7 +1056,9 @@ def _symbols(args: argparse.Namespace) -> int:
 def _outline_parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="rootgrep outline", description=VERBS["outline"], allow_abbrev=False)
+    p = argparse.ArgumentParser(
+        prog="rootgrep outline", description=VERBS["outline"], allow_abbrev=False
+    )
     p.add_argument("file", help="a source file")
     p.add_argument("--json", action="store_true", help="the outline as one JSON object")
     return p

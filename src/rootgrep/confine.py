@@ -430,7 +430,9 @@ class DirListing(list[Entry]):
     cut = False
 
 
-def scan_fd(dirfd: int, hidden: list[bytes] | None = None) -> DirListing:
+def scan_fd(
+    dirfd: int, hidden: list[bytes] | None = None, limit: int = MAX_DIR_ENTRIES
+) -> DirListing:
     """List a directory fd opened O_RDONLY|O_DIRECTORY, sorted by name bytes, links unfollowed.
 
     Hidden entries (the cache dir, the audit log) are left out, their names added to
@@ -442,7 +444,7 @@ def scan_fd(dirfd: int, hidden: list[bytes] | None = None) -> DirListing:
     enc = _FS_ENCODING
     new = tuple.__new__  # Entry(...) without a Python frame: one per directory entry
     inos = _hidden_inos
-    room = MAX_DIR_ENTRIES
+    room = min(limit, MAX_DIR_ENTRIES)  # (``limit``: fewer, for a caller that needs fewer)
     with os.scandir(dirfd) as it:
         for de in it:
             if len(out) >= room:
@@ -1310,10 +1312,12 @@ class Beneath:
             return self.real_components(comps)
         return [*self.real_components(comps[:-1]), comps[-1]]
 
-    def list_dir(self, rel: str | bytes | list[bytes] = b"") -> list[Entry]:
+    def list_dir(
+        self, rel: str | bytes | list[bytes] = b"", limit: int = MAX_DIR_ENTRIES
+    ) -> list[Entry]:
         fd = self.open_dir(rel)
         try:
-            return scan_fd(fd)
+            return scan_fd(fd, limit=limit)
         finally:
             os.close(fd)
 

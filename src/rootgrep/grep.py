@@ -429,6 +429,8 @@ class Matcher:
         opts.log_errors = False
         opts.max_mem = 64 << 20
         try:
+            if q.whole_word and q.regex:  # (the pattern alone first: wrapped in groups, a
+                re2.compile(raw, opts)  # `[` or an `a)|(b` would compile, meaning otherwise)
             self._re = re2.compile(b"(?m)" + body, opts)
         except re2.error as e:
             msg = (

@@ -411,11 +411,11 @@ class SymbolHit(BaseModel):
     end_line: int = Field(description="1-based line where it ends")
     container: str | None = Field(None, description="the enclosing definition's name")
     signature: str = Field(description="the definition's first line, trimmed (≤ 200 chars)")
-    binding: Literal["assignment", "alias", "import"] | None = Field(
+    binding: Literal["alias", "import"] | None = Field(
         None,
         exclude_if=_empty,
-        description="a name bound by an assignment, not defined: its value is another name "
-        "(alias: a re-export `exports.X = X`), an import, or another value",
+        description="a name bound to another, not defined here: alias (a re-export "
+        "`exports.X = X`, `X = mod.Y`) or import",
     )
 
 

@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import tree_sitter
 
@@ -305,8 +306,9 @@ def extract(path: bytes, data: bytes, *, signatures: bool = True) -> list[Symbol
 
 
 # kinds that own methods: a method defined outside one (a Rust `impl X`, a Go receiver, a C++
-# `X::f` out of line) is nested under the one of its file named by its container
-_OWNERS = frozenset(("class", "struct", "enum", "interface", "trait", "type", "module"))
+# `X::f` out of line) is nested under the one of its file named by its container (a `type`
+# only at the top: an associated type or alias inside an impl owns nothing)
+_OWNERS = frozenset(("class", "struct", "enum", "interface", "trait", "type"))
 
 
 def outline(symbols: Iterable[Symbol]) -> list[OutlineNode]:
@@ -318,11 +320,15 @@ def outline(symbols: Iterable[Symbol]) -> list[OutlineNode]:
     Children are in line order."""
     nodes = [OutlineNode(s) for s in symbols]
     owners: dict[str, OutlineNode] = {}
-    for n in nodes:
-        if n.symbol.kind in _OWNERS:
-            owners.setdefault(n.symbol.name, n)
+    for top_only in (True, False):  # (a top-level owner of the name first)
+        for n in nodes:
+            k = n.symbol
+            top_level = k.container is None
+            if k.kind in _OWNERS and top_level == top_only and (top_level or k.kind != "type"):
+                owners.setdefault(k.name, n)
     top: list[OutlineNode] = []
     stack: list[OutlineNode] = []
+    parent_of: dict[int, OutlineNode] = {}
     moved = False
     for node in nodes:
         symbol = node.symbol
@@ -339,10 +345,32 @@ def outline(symbols: Iterable[Symbol]) -> list[OutlineNode]:
             elif parent is None and stack:
                 parent = stack[-1]
         (parent.children if parent is not None else top).append(node)
+        if parent is not None:
+            parent_of[id(node)] = parent
         stack.append(node)
     if moved:  # (a method placed under an owner defined after it, or between its members)
+        _unloop(nodes, top, parent_of)
         _in_line_order(top)
     return top
+
+
+def _unloop(nodes: list[OutlineNode], top: list[OutlineNode], parent_of: dict[int, Any]) -> None:
+    """Every node reachable from the top once: a node that owners nested into a loop (each
+    under another's name) is put back at the top, its own subtree with it."""
+    while True:
+        seen: set[int] = set()
+        todo = list(top)
+        while todo:
+            n = todo.pop()
+            seen.add(id(n))
+            todo.extend(n.children)
+        lost = next((n for n in nodes if id(n) not in seen), None)
+        if lost is None:
+            return
+        parent = parent_of.pop(id(lost), None)
+        if parent is not None:
+            parent.children.remove(lost)
+        top.append(lost)
 
 
 def _within(outer: Symbol, inner: Symbol) -> bool:

@@ -494,6 +494,7 @@ async def test_a_reopened_index_answers_find_symbol_and_search_before_its_resync
 
     top = tmp_path / "r"
     _search_tree(top)
+    (top / "src" / "gone.go").write_text("package x\n\nfunc ParseDuration() {}\n")
     cache = str(tmp_path / "cache")
     root = pin_root(str(top))
     first = IndexManager(cache)
@@ -502,6 +503,7 @@ async def test_a_reopened_index_answers_find_symbol_and_search_before_its_resync
         while ix.state != "ready":
             await anyio.sleep(0.05)
     first.close()
+    (top / "src" / "gone.go").unlink()  # (while no rootgrep runs: its definition is stale)
     parsed: list[bytes] = []
     real = service_symbols.extract
 
@@ -524,7 +526,8 @@ async def test_a_reopened_index_answers_find_symbol_and_search_before_its_resync
             assert [h["path"] for h in r.structured_content["symbols"]] == ["src/time.go"]
             assert r.structured_content["resyncing"] == [root.name], text(r)
             assert "being re-synced now" in text(r), text(r)
-            assert parsed == [], parsed  # (from the index, not parsed live)
+            # from the index, not parsed live: only the page's file, checked as it is now
+            assert parsed == [b"src/time.go"], parsed  # (gone.go: gone, nothing to parse)
             r = await c.call_tool("search", {"query": "parse duration"})
             s = r.structured_content
             assert s["results"][0]["path"] == "src/time.go", text(r)
@@ -532,4 +535,136 @@ async def test_a_reopened_index_answers_find_symbol_and_search_before_its_resync
     finally:
         again._builds.release()
         again.close()
+        root.close()
+
+
+# ---- what a review of the above found (each seen failing before its fix) ------------------
+
+
+@pytest.mark.parametrize("index", [False, True], ids=["live", "indexed"])
+async def test_nested_roots_count_what_was_not_searched_once(
+    make_server: Any, tmp_path: Path, index: bool
+) -> None:
+    top = tmp_path / "A"
+    (top / "sub").mkdir(parents=True)
+    for i in range(3):
+        (top / f"a{i}.c").write_text("return\n")
+        (top / "sub" / f"b{i}.c").write_text("return\n")
+    (top / "sub" / ".h1").write_text("return\n")
+    (top / "sub" / "bin").write_bytes(b"return\0")
+    (top / "sub" / ".gitignore").write_text("ig*\n")
+    (top / "sub" / "ig1").write_text("return\n")
+    server = make_server([top, top / "sub"], index=index)
+    async with connect(server, "legacy") as c:
+        if index:
+            await built(server, top)  # (the inner root's index is the outer one's)
+        r = await c.call_tool("grep", {"pattern": "return"})
+        # .h1 and .gitignore hidden, ig1 ignored, bin binary: once, under the inner root
+        assert r.structured_content["skipped"] == {
+            "hidden": 2, "ignored": 1, "binary": 1, "too_large": 0
+        }, text(r)  # fmt: skip
+        assert r.structured_content["total_matches"] == 6
+
+
+async def test_totals_are_never_below_the_page(
+    make_server: Any, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Files changed between the page and the count made the answer read "4 of 0 matches",
+    and a page with matches was counted read the other way.)"""
+    from rootgrep.service import searching
+
+    def counted_nothing(self: Any, *a: Any, **kw: Any) -> Any:
+        return searching._Totals(0, 0, True, 0)
+
+    monkeypatch.setattr(searching._Scope, "count", counted_nothing)
+    async with served(make_server, repo) as c:
+        r = await c.call_tool("grep", {"pattern": "return", "max_results": 5})
+        s = r.structured_content
+        assert s["total_matches"] >= 5 and s["total_exact"] is False, text(r)
+        assert "other_reading" not in s and "at least" in text(r), text(r)
+
+
+async def test_suggestions_only_for_tools_that_read_and_as_paths_that_work(
+    make_server: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "config.prod.yaml").write_text("a: 1\n")
+    os_name = b"caf\xe9.py"
+    import os
+
+    with open(os.path.join(os.fsencode(root), os_name), "wb") as f:
+        f.write(b"x = 1\n")
+    async with connect(make_server([root], allow_write=True), "legacy") as c:
+        for tool, args in [
+            ("delete_path", {"path": "config.dev.yaml"}),
+            (
+                "edit_file",
+                {"path": "config.dev.yaml", "edits": [{"old_text": "a", "new_text": "b"}]},
+            ),
+            ("move_path", {"source": "config.dev.yaml", "destination": "x.yaml"}),
+        ]:
+            r = await c.call_tool(tool, args)
+            assert code(r) == "not_found" and "did you mean" not in text(r), (tool, text(r))
+        r = await c.call_tool("read_file", {"path": "config.dev.yaml"})
+        assert "did you mean 'config.prod.yaml'?" in text(r), text(r)
+        # a name that is not UTF-8: its URI, which reads the file
+        r = await c.call_tool("read_file", {"path": "cafe.py"})
+        said = re.search(r"did you mean '([^']+)'\?", text(r))
+        assert said and said.group(1).startswith("file://"), text(r)
+        r = await c.call_tool("read_file", {"path": said.group(1)})
+        assert not r.is_error and r.structured_content["content"] == "x = 1\n", text(r)
+        r = await c.call_tool("read_file", {"path": "config.prod.yaml", "offset": 2})
+        assert "did you mean `start_line`?" in text(r), text(r)
+        r = await c.call_tool("read_file", {"path": "config.prod.yaml", "limit": 2})
+        assert "did you mean `max_lines`?" in text(r), text(r)
+
+
+async def test_find_symbol_marks_only_aliases_and_imports_and_knows_other_cases(
+    make_server: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "a.js").write_text(
+        'const MODE = "use strict";\nvar Router = require("./router");\nexports.Router = Router;\n'
+    )
+    (root / "b.py").write_text("timeout = 5  # use the default\nclass HTTPServer:\n    pass\n")
+    async with served(make_server, root, True) as c:
+        for name, binding in [("MODE", None), ("timeout", None), ("Router", "alias")]:
+            r = await c.call_tool("find_symbol", {"name": name})
+            got = [h.get("binding") for h in r.structured_content["symbols"]]
+            assert got == [binding], (name, text(r))
+        r = await c.call_tool("find_symbol", {"name": "httpserver"})
+        assert r.structured_content["near"][:1] == ["HTTPServer"], text(r)
+
+
+async def test_whole_word_refuses_an_invalid_regex(make_server: Any, repo: Path) -> None:
+    async with served(make_server, repo) as c:
+        for pattern in ["[", "a)|(b"]:
+            r = await c.call_tool("grep", {"pattern": pattern, "whole_word": True})
+            assert code(r) == "invalid_pattern", (pattern, text(r))
+
+
+async def test_a_phrase_search_during_a_build_finds_files_live(tmp_path: Path) -> None:
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+    from rootgrep.server import build_server
+    from rootgrep.service import Service, Settings
+
+    top = tmp_path / "r"
+    top.mkdir()
+    (top / "a.go").write_text("// parse a duration here\nfunc f() {}\n")
+    (top / "b.go").write_text("// a duration, then parse\nfunc g() {}\n")
+    root = pin_root(str(top))
+    manager = IndexManager(str(tmp_path / "cache"))
+    manager._builds.acquire()
+    try:
+        manager.activate(root, 0)
+        server = build_server(Service([root], Settings(), indexes=manager))
+        async with connect(server, "legacy") as c:
+            r = await c.call_tool("search", {"query": '"parse a duration"'})
+            assert [h["path"] for h in r.structured_content["results"]] == ["a.go"], text(r)
+    finally:
+        manager._builds.release()
+        manager.close()
         root.close()

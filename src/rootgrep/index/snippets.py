@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable, Sequence
 
 SNIPPET_SCAN_BYTES = 4 << 20  # a file's lines past this are not looked at for snippets
-SCORED_LINES = 2000  # lines a scan finds a stem in that are scored word by word, at most
+SCORED_LINES = 2000  # lines a scan finds a stem in that are scored, at most
+SCORED_MATCHES = 20_000  # stems found that are looked at, at most (a line of them: bounded)
 
 # the sub-words of an identifier: an acronym before a capitalised word (HTTP|Server), a
 # capitalised or lowercase word, an acronym, a number
@@ -76,7 +77,9 @@ def best_lines(
     held: dict[int, set[bytes]] = {}
     spans: dict[int, tuple[int, int]] = {}
     line, last, start = 1, 0, 0
-    for m in scan.finditer(data, 0, min(len(data), SNIPPET_SCAN_BYTES)):
+    for k, m in enumerate(scan.finditer(data, 0, min(len(data), SNIPPET_SCAN_BYTES))):
+        if k >= SCORED_MATCHES:
+            break
         pos = m.start()
         crossed = data.count(b"\n", last, pos)
         if crossed:

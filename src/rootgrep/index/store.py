@@ -469,8 +469,8 @@ class RootIndex:
     _order: tuple[Layered[int, bytes], dict[int, int], list[bytes]] | None = field(
         init=False, default=None
     )
-    # the last ``not_searched``: (entries, skips, directory, counts)
-    _unsearched: tuple[Entries, object, bytes, tuple[int, int, int, int]] | None = field(
+    # the last ``not_searched``: (entries, skips, (directory, pruned), counts)
+    _unsearched: tuple[Entries, object, object, tuple[int, int, int, int]] | None = field(
         init=False, default=None
     )
     # the writer's own (under ``_sync_lock``): for one version of ``entries``, how many
@@ -1738,8 +1738,9 @@ class RootIndex:
         if not name or searcher.num_docs == 0 or len(name) > 200:
             return []
         q = Query.boolean_query([
-            (Occur.Should, Query.fuzzy_term_query(self.schema, "sym", t, distance=2))
-            for t in dict.fromkeys((name, name.lower(), MINOR + name))
+            *((Occur.Should, Query.fuzzy_term_query(self.schema, "sym", t, distance=2))
+              for t in dict.fromkeys((name, name.lower(), MINOR + name))),
+            (Occur.Should, self._defines(name)),  # (the same name in another case)
         ])  # fmt: skip
         hits = searcher.search(q, limit=NEAR_SYMBOL_DOCS, count=False).hits
         names: set[str] = set()
@@ -1748,10 +1749,9 @@ class RootIndex:
                 if sym.name != name:
                     names.add(sym.name)
         low = name.lower()
-        return (
-            difflib.get_close_matches(name, sorted(names), n=limit, cutoff=0.6)
-            or [n for n in sorted(names) if n.lower() == low][:limit]
-        )
+        same = [n for n in sorted(names) if n.lower() == low]  # (another case: first)
+        close = difflib.get_close_matches(name, sorted(names), n=limit, cutoff=0.6)
+        return list(dict.fromkeys([*same, *close]))[:limit]
 
     def find_symbols(
         self, name: str, *, exact: bool = True, kind: str | None = None, limit: int = 50
@@ -1792,7 +1792,9 @@ class RootIndex:
         found.sort(key=lambda t: t[0])
         return [(rel, sym) for _, rel, sym in found[: max(limit, 0)]]
 
-    def not_searched(self, under: bytes = b"") -> tuple[int, int, int, int]:
+    def not_searched(
+        self, under: bytes = b"", prune: frozenset[bytes] = frozenset()
+    ) -> tuple[int, int, int, int]:
         """What the tree below ``under`` (root-relative; b"": all) holds that no indexed
         search reads: (hidden entries, ignored entries, binary files, files over the size
         limit), as of the last whole walk (hidden and ignored entries, large files) and the
@@ -1802,17 +1804,24 @@ class RootIndex:
             entries = self.entries
         skips, large = self._skips, self._large
         got = self._unsearched
-        if got is not None and got[0] is entries and got[1] is skips and got[2] == under:
+        key = (under, prune)
+        if got is not None and got[0] is entries and got[1] is skips and got[2] == key:
             return got[3]
         prefix = under + b"/" if under else b""
-        binary = sum(1 for rel, e in entries.items() if not e.fid and rel.startswith(prefix))
+        # (below a nested root left to itself, nothing counts: that root's search says it)
+        pruned = tuple(p + b"/" for p in prune)
+
+        def counted(rel: bytes) -> bool:
+            return rel.startswith(prefix) and not (pruned and (rel + b"/").startswith(pruned))
+
+        binary = sum(1 for rel, e in entries.items() if not e.fid and counted(rel))
         hidden = ignored = 0
         for d, (h, i) in skips.items():
-            if not under or d == under or d.startswith(prefix):
+            if (not under or d == under or d.startswith(prefix)) and counted(d + b"/"):
                 hidden, ignored = hidden + h, ignored + i
-        big = sum(n for _, p, n in large.values() if p.startswith(prefix))
+        big = sum(n for _, p, n in large.values() if counted(p))
         counts = (hidden, ignored, binary, big)
-        self._unsearched = (entries, skips, under, counts)
+        self._unsearched = (entries, skips, key, counts)
         return counts
 
     def _ordered(self, paths: Layered[int, bytes]) -> tuple[dict[int, int], list[bytes]]:

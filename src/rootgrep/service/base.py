@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..audit import Audit
-from ..confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy, display
+from ..confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy
 from ..errors import (
     InvalidArgument,
     NoRoots,
@@ -195,7 +195,10 @@ def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
             except RootgrepError as e:
                 self.audit.record(tool=tool, op=op, requested=requested, decision="deny",
                                   reason=e.code)  # fmt: skip
-                near = near_paths(roots, requested, kw.get("root")) if e.code == "not_found" else []
+                # (a suggestion only where taking it reads: a tool that writes, moves or
+                # deletes is never pointed at another file that exists)
+                reads = op in ("read", "search", "list", "stat") and e.code == "not_found"
+                near = near_paths(roots, requested, kw.get("root")) if reads else []
                 if near and isinstance(requested, str):
                     shown = ", ".join(repr(p) for p in near)
                     said = e.message.replace("; list its parent directory to see what is there", "")
@@ -214,6 +217,7 @@ def audited(tool: str, op: str, arg: str) -> Callable[[F], F]:
 
 
 NEAR_NAMES = 5000  # a mistyped path is compared with at most this many names of its directory
+NEAR_LISTING = 20_000  # a directory with more entries than this gets no suggestion at all
 
 
 def near_paths(roots: Sequence[Root], path: object, root: str | None) -> list[str]:
@@ -235,21 +239,43 @@ def near_paths(roots: Sequence[Root], path: object, root: str | None) -> list[st
         except (RootgrepError, OSError):
             pass
         try:  # comps[depth] is the first name missing
-            entries = r.fs.list_dir(comps[:depth])[:NEAR_NAMES]
+            entries = r.fs.list_dir(comps[:depth], limit=NEAR_LISTING + 1)
         except (RootgrepError, OSError):
             return []
-        names = {e.name.decode("utf-8", "surrogateescape"): e.name for e in entries}
+        if len(entries) > NEAR_LISTING:  # (a huge directory: no guess is worth its cost)
+            return []
         want = comps[depth].decode("utf-8", "surrogateescape")
+        # (names of about the same length only, then the closest of at most NEAR_NAMES)
+        names = {
+            n: e.name
+            for e in entries
+            if abs(len(n := e.name.decode("utf-8", "surrogateescape")) - len(want))
+            <= max(2, len(want) // 3)
+        }
+        pool = list(names)[:NEAR_NAMES]
         out: list[str] = []
-        for close in difflib.get_close_matches(want, list(names), n=3, cutoff=0.6):
+        for close in difflib.get_close_matches(want, pool, n=3, cutoff=0.6):
             guess = [*comps[:depth], names[close], *comps[depth + 1 :]]
             try:
                 r.fs.stat(guess)
             except (RootgrepError, OSError):
                 continue
-            out.append(display(guess))
+            out.append(_passable(r, guess))
         return out
     return []
+
+
+def _passable(r: Root, comps: list[bytes]) -> str:
+    """A path as a tool takes it back: root-relative text, or the file's URI when a name
+    would not survive as text (not UTF-8, a control character, a backslash)."""
+    rel = b"/".join(comps)
+    try:
+        text = rel.decode("utf-8")
+    except UnicodeDecodeError:
+        return file_uri(r, rel)
+    if "\\" in text or any(c < " " or c == "\x7f" for c in text):
+        return file_uri(r, rel)
+    return text
 
 
 # ---- the service -----------------------------------------------------------------------------

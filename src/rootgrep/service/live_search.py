@@ -46,6 +46,10 @@ class LiveBudget:
         return self.cut
 
 
+def _phrase_words(phrase: str) -> list[tuple[str, str]]:
+    return ParsedSearch(words=[phrase]).tokens()
+
+
 def _part_pattern(tokens: list[str]) -> re.Pattern[bytes]:
     """Each token as a sub-word of an identifier, as the index's ``parts`` field cuts them:
     after a non-word character or ``_`` (``parse_duration``, ``PARSE_DURATION``), or
@@ -81,6 +85,9 @@ def live_hits(
     ``natural``), every word; else at least one. A file holding a word to exclude, or of an
     extension left out, is not one."""
     tokens = [t for t, _ in words]
+    phrased = [t for p in parsed.phrases for t, _ in _phrase_words(p)]
+    if phrased:  # (a phrase's words are each required; the phrase itself is checked later)
+        tokens = list(dict.fromkeys([*tokens, *phrased]))
     if not tokens:
         return
     joins = joined_words(tokens)
@@ -93,7 +100,7 @@ def live_hits(
     parts = _part_pattern(tokens)
     index_of = {t: k for k, t in enumerate(tokens)}
     avoid = _word_pattern([w.lower() for w in parsed.exclude]) if parsed.exclude else None
-    need = len(tokens) if not parsed.natural else 1
+    need = len(tokens) if not parsed.natural or phrased else 1
     top = cover_weight(len(tokens))
     exts = {e.lower() for e in parsed.exts}
     not_exts = {e.lower() for e in parsed.not_exts}
@@ -101,6 +108,9 @@ def live_hits(
     batches = walker.batches()
     try:
         for batch in batches:
+            if cancelled() or budget.spent():  # (also between directories without files)
+                batch.close()
+                return
             with batch:
                 for fe in batch.files:
                     if cancelled() or budget.spent():

@@ -150,8 +150,15 @@ class Searching(ServiceBase):
             totals = _Totals(sink.total, sink.files_matched, True, searched, _four(skipped))
         else:
             totals = scope.count(matcher, pattern, regex, case_sensitive)
+            if totals.matches < sink.total or totals.files < sink.files_matched:
+                # (files changed between the page and the count: the page is what was seen)
+                totals = totals._replace(matches=max(totals.matches, sink.total),
+                                         files=max(totals.files, sink.files_matched),
+                                         exact=False)  # fmt: skip
+        if scope.keep is not None:  # (globs: the walk's counts of what it left out are not
+            totals = totals._replace(skipped=(0, 0, 0, 0))  # theirs: said only without)
         other = None
-        if not totals.matches and resume is None and totals.exact:
+        if not totals.matches and not sink.total and resume is None and totals.exact:
             other = scope.other_reading(pattern, regex, case_sensitive, whole_word, ahead, behind)
         positions = sink.positions
 
@@ -604,7 +611,8 @@ class _Scope:
             if skipped is not None and found[0].index is not None:
                 ix, place = found
                 where = b"/".join(p for p in (place, start) if p)
-                for i, n in enumerate(ix.index.not_searched(where)):
+                inner = frozenset(place + b"/" + p if place else p for p in prune)
+                for i, n in enumerate(ix.index.not_searched(where, inner)):
                     skipped[i] += n
         else:
             opts = WalkOptions(hidden=self.hidden, no_ignore=self.no_ignore, prune=prune, after=at)

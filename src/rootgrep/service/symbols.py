@@ -99,6 +99,8 @@ class Symbols(ServiceBase):
                 break
         found.sort(key=lambda h: _rank(name, h[0], h[2], h[3]))
         page = found[offset : offset + limit]
+        if resyncing:
+            page = self._as_now(page, {n for n in resyncing}, name, exact, wanted, token)
         signatures = _signatures(page, token)
         hits = [
             _hit(r, rel, s, s.signature or signatures.get((id(r), rel, s.line, s.name), ""))
@@ -120,6 +122,34 @@ class Symbols(ServiceBase):
         result._exact = exact
         result._resume = resume_at
         return result
+
+    def _as_now(
+        self,
+        page: list[tuple[int, Root, bytes, Symbol]],
+        resyncing: set[str],
+        name: str,
+        exact: bool,
+        wanted: object,
+        token: Token,
+    ) -> list[tuple[int, Root, bytes, Symbol]]:
+        """A page's definitions from an index being re-synced, each checked against its file
+        as it is now (parsed live: at most a page of files): a definition its file no longer
+        holds (the file gone, replaced or edited while no rootgrep ran) is left out."""
+        now: dict[tuple[int, bytes], set[tuple[str, int]]] = {}
+        kept = []
+        for hit in page:
+            ti, r, rel, sym = hit
+            if r.name not in resyncing:
+                kept.append(hit)
+                continue
+            key = (ti, rel)
+            if key not in now:
+                token.check()
+                now[key] = {(s.name, s.line) for _, s in self._parse_one(r, rel, name, exact,
+                                                                          wanted)}  # fmt: skip
+            if (sym.name, sym.line) in now[key]:
+                kept.append(hit)
+        return kept
 
     def _near_names(self, targets: list[tuple[Root, list[bytes]]], name: str) -> list[str]:
         """Up to 5 defined names close to ``name``, from the ready indexes of the targets
@@ -316,7 +346,11 @@ def _signatures(
 # kinds that define a thing, ranked before a name bound by an assignment (a re-export
 # `exports.X = X`, an alias `X = other.Y`): find_symbol's definition first
 _BINDINGS = frozenset(("variable",))
-_IMPORT = re.compile(r"\brequire\s*\(|^\s*(?:import|from)\s|\bimport\s*\(|\buse\s")
+# a value that is an import: `require(…)` or `import(…)` as the value, or a statement that
+# starts with import / from / use (a word inside a string or a comment is none)
+_IMPORT = re.compile(
+    r"=\s*(?:await\s+)?(?:require|import)\s*\(|^\s*(?:import|from|use|pub\s+use)\s"
+)
 
 
 def _rank(name: str, ti: int, rel: bytes, s: Symbol) -> tuple[object, ...]:
@@ -354,7 +388,7 @@ def _named_after(rel: bytes, name: str) -> bool:
 def binding_of(s: Symbol, signature: str) -> str | None:
     """For a name an assignment binds (kind variable): ``import`` when its value is an
     import (``require(…)``, ``import …``), ``alias`` when it is another name (a re-export
-    ``exports.X = X``, ``X = mod.Y``), else ``assignment``; None for a definition."""
+    ``exports.X = X``, ``X = mod.Y``); None for a definition (``timeout = 5`` included)."""
     if s.kind not in _BINDINGS:
         return None
     if _IMPORT.search(signature):
@@ -363,7 +397,7 @@ def binding_of(s: Symbol, signature: str) -> str | None:
     value = value.strip().rstrip(";,").strip()
     if eq and value and re.fullmatch(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", value):
         return "alias"
-    return "assignment"
+    return None
 
 
 def _hit(r: Root, rel: bytes, s: Symbol, signature: str) -> SymbolHit:

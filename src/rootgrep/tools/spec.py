@@ -213,7 +213,7 @@ def invalid_argument_message(tool: str, err: ValidationError, args: type[BaseMod
 
 # what other tools (rg, agents' built-in grep and read tools) call an argument, and its name
 # (or value) here
-_OTHER_NAMES = {
+_OTHER_NAMES: dict[str, str | tuple[str, ...]] = {
     "ignore_case": "case_sensitive=false",
     "case_insensitive": "case_sensitive=false",
     "i": "case_sensitive=false",
@@ -227,10 +227,10 @@ _OTHER_NAMES = {
     "globs": "include",
     "file_pattern": "include",
     "type": "include",
-    "limit": "max_results",
+    "limit": ("max_results", "max_lines"),
     "max_count": "max_results",
     "head_limit": "max_results",
-    "offset": "cursor (or start_line)",
+    "offset": ("start_line", "cursor"),
     "page": "cursor",
     "file": "path",
     "file_path": "path",
@@ -254,8 +254,9 @@ def did_you_mean_argument(name: str, args: type[BaseModel]) -> str | None:
     name (or ``name=value``), or None."""
     fields = args.model_fields
     other = _OTHER_NAMES.get(name) or _OTHER_NAMES.get(name.lower().lstrip("-"))
-    if other is not None and other.split("=")[0].split(" ")[0] in fields:
-        return f"`{other}`"
+    for meant in (other,) if isinstance(other, str) else other or ():
+        if meant.split("=")[0] in fields:  # (the first of them this tool has)
+            return f"`{meant}`"
     close = difflib.get_close_matches(name.lower(), list(fields), n=1, cutoff=0.6)
     return f"`{close[0]}`" if close else None
 

@@ -76,7 +76,6 @@ def _resyncing(names: list[str]) -> str:
 _BOUND = {
     "alias": "bound to another name: a re-export or an alias",
     "import": "an import: defined in the module it comes from",
-    "assignment": "assigned, not defined",
 }
 
 FIND_SYMBOL = ToolSpec(
