@@ -399,6 +399,10 @@ async def accept_raw_roots(
                 )
             except RootgrepError as e:
                 problems.append(f"root {uri[:200]!r} was dropped: {e}")
+                if isinstance(e, PinTimeout) and notes is not None:
+                    # (every answer says it until the roots are fetched again: a root left
+                    # out of a refresh because its mount hangs is not "none announced")
+                    notes.append(e.message)
                 reason = "pin_timeout" if isinstance(e, PinTimeout) else e.code
                 decisions.append({"requested": uri, "decision": "deny", "reason": reason})
                 continue
