@@ -242,3 +242,27 @@ def test_ignore_undoes_no_ignore_as_in_rg(tree: Path) -> None:
         mine, ref = run_both(args, tree)
         assert ref.returncode == 0, ref.stderr
         assert (mine.returncode, mine.stdout) == (0, ref.stdout), args
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--files"],
+        ["--files", "odd", "json"],
+        ["--files", "."],
+        ["--files", "-g", "*.py", "json"],
+        ["--files", "--hidden"],
+        ["--files", "--no-ignore", "-g", "!*.py"],
+        ["--files", "odd/words.txt"],
+        ["--files", "-g", "*.nothing"],  # (none: exit 1)
+    ],
+    ids=["all", "paths", "dot", "glob", "hidden", "no-ignore-negated", "file", "none"],
+)
+def test_files_lists_what_rg_lists(tree: Path, args: list[str]) -> None:
+    """``--files``: the files a search would read, as rg lists them (it was taken for
+    ``--files-with-matches``, with the first PATH as the pattern)."""
+    mine, ref = run_both(args, tree)
+    assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), (
+        mine.stderr,
+        ref.stderr,
+    )

@@ -153,6 +153,12 @@ def _grep_parser() -> argparse.ArgumentParser:
         "as printed, without a leading ./); !GLOB excludes; repeatable, the last match "
         "wins; files given as PATH are always searched",
     )
+    g.add_argument(
+        "--files",
+        action="store_true",
+        help="print the files that would be searched, one a line (as rg's --files; every "
+        "positional argument is then a PATH)",
+    )
     g.add_argument("--hidden", action="store_true", help="search hidden files and directories")
     g.add_argument("--no-ignore", action="store_true", help="ignore .gitignore/.ignore rules")
     g.add_argument(
@@ -239,6 +245,7 @@ _GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
         (("-l", "--files-with-matches"), "mode", "const", "files"),
         (("-c", "--count"), "mode", "const", "count"),
         (("-g", "--glob"), "globs", "append", None),
+        (("--files",), "files", "const", True),
         (("--hidden",), "hidden", "const", True),
         (("--no-ignore",), "no_ignore", "const", True),
         (("--ignore",), "no_ignore", "const", False),
@@ -260,7 +267,7 @@ _GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
 }
 _GREP_DEFAULTS: dict[str, Any] = {
     "args": [], "patterns": [], "fixed_strings": False, "case": None, "word_regexp": False,
-    "after": None, "before": None, "context": None, "mode": None, "globs": [],
+    "after": None, "before": None, "context": None, "mode": None, "globs": [], "files": False,
     "hidden": False, "no_ignore": False, "json": False, "max_columns": 0,
     "with_filename": None, "line_number": False, "no_heading": False, "sort": None,
     "max_file_size": DEFAULT_MAX_FILE_SIZE, "symlinks": "within", "no_index": False,
@@ -1224,6 +1231,8 @@ def _grep(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     patterns: list[str] = list(args.patterns)
     paths: list[str] = list(args.args)
+    if args.files:
+        return _list_files(args, paths)
     if not patterns:
         if not paths:
             raise SystemExit("rootgrep: give a PATTERN (or -e PATTERN); see rootgrep grep -h")
@@ -1302,6 +1311,42 @@ def _grep(args: argparse.Namespace) -> int:
     if failed:
         return 2
     return 0 if matched else 1
+
+
+def _list_files(args: argparse.Namespace, paths: list[str]) -> int:
+    """``--files``: the files a search of the PATHs would read, printed as rg prints them
+    (walk order, which is rg's ``--sort path``; binary and large files too, as rg lists
+    them); exit 0 when one was printed, 1 when none, 2 on an error."""
+    rules = _GlobRules(args.globs) if args.globs else None
+    out = _stdout_blocks()
+    printed, failed = 0, False
+    try:
+        for path in paths or ["."]:
+            try:
+                target = _open_target(path, bool(paths), args.symlinks)
+            except RootgrepError as e:
+                print(f"rootgrep: {path}: {_one_line(str(e))}", file=sys.stderr)
+                failed = True
+                continue
+            try:
+                options = WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore)
+                walker = Walker(target.root.fs, target.start, options)
+                batches: Iterator[DirBatch] = walker.batches()
+                if rules is not None and not target.is_file:
+                    batches = _glob_batches(batches, target, rules)
+                for batch in batches:
+                    with batch:
+                        for fe in batch.files:
+                            out.write(target.shown(fe.path) + b"\n")
+                            printed += 1
+                for rel, why in walker.errors:
+                    print(f"rootgrep: {display(target.shown(rel))}: {why}", file=sys.stderr)
+                    failed = True
+            finally:
+                target.root.close()
+    finally:
+        out.flush()
+    return 2 if failed else 0 if printed else 1
 
 
 def _stdout_blocks() -> BinaryIO:
