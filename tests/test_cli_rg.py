@@ -266,3 +266,26 @@ def test_files_lists_what_rg_lists(tree: Path, args: list[str]) -> None:
         mine.stderr,
         ref.stderr,
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-m", "1", "import os"],
+        ["-m", "2", "-A", "3", "import", "json"],  # (a match within the context: a match)
+        ["-m", "1", "-B", "2", "-A", "1", "def ", "odd"],
+        ["-c", "-m", "3", "import", "json"],
+        ["-l", "-m", "1", "import os", "odd"],
+        ["-m", "1", "-F", "import os", "odd/crlf.txt"],
+    ],
+    ids=["one", "after", "context", "count", "files", "file"],
+)
+def test_max_count_equals_ripgrep(tree: Path, args: list[str]) -> None:
+    mine, ref = run_both(args, tree)
+    assert ref.returncode == 0 and ref.stdout, ref.stderr
+    assert (mine.returncode, mine.stdout) == (0, ref.stdout), mine.stderr
+
+
+def test_max_count_zero_matches_nothing_as_in_rg(tree: Path) -> None:
+    mine, ref = run_both(["-m", "0", "import os", "odd"], tree)
+    assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout) == (1, b"")

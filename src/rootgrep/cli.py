@@ -17,7 +17,15 @@ from collections.abc import Iterator, Sequence
 from . import __version__
 from .confine import display, open_null_device
 from .errors import InvalidPattern, RootgrepError
-from .grep import DEFAULT_MAX_FILE_SIZE, MAX_CONTEXT, FileMatches, GrepQuery, Matcher, run_grep
+from .grep import (
+    DEFAULT_MAX_FILE_SIZE,
+    MAX_CONTEXT,
+    FileMatches,
+    GrepQuery,
+    LineMatch,
+    Matcher,
+    run_grep,
+)
 from .roots import Root, pin_root
 from .walker import DirBatch, FileEntry, Walker, WalkOptions, keep_files
 
@@ -126,6 +134,15 @@ def _grep_parser() -> argparse.ArgumentParser:
             metavar="N",
             help=f"show N lines {what} each match (at most {MAX_CONTEXT})",
         )
+    g.add_argument(
+        "-m",
+        "--max-count",
+        type=int,
+        default=None,
+        metavar="NUM",
+        help="at most NUM matching lines per file (as rg: a line after them within -A's "
+        "context that matches is shown as a match, and does not count)",
+    )
     g.add_argument(
         "-l",
         "--files-with-matches",
@@ -242,6 +259,7 @@ _GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
         (("-A", "--after-context"), "after", "int", None),
         (("-B", "--before-context"), "before", "int", None),
         (("-C", "--context"), "context", "int", None),
+        (("-m", "--max-count"), "max_count", "int", None),
         (("-l", "--files-with-matches"), "mode", "const", "files"),
         (("-c", "--count"), "mode", "const", "count"),
         (("-g", "--glob"), "globs", "append", None),
@@ -268,6 +286,7 @@ _GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
 _GREP_DEFAULTS: dict[str, Any] = {
     "args": [], "patterns": [], "fixed_strings": False, "case": None, "word_regexp": False,
     "after": None, "before": None, "context": None, "mode": None, "globs": [], "files": False,
+    "max_count": None,
     "hidden": False, "no_ignore": False, "json": False, "max_columns": 0,
     "with_filename": None, "line_number": False, "no_heading": False, "sort": None,
     "max_file_size": DEFAULT_MAX_FILE_SIZE, "symlinks": "within", "no_index": False,
@@ -1240,6 +1259,8 @@ def _grep(args: argparse.Namespace) -> int:
     before, after = _context_of(args)
     if args.max_columns < 0:
         raise SystemExit("rootgrep: --max-columns must be 0 (no limit) or more")
+    if args.max_count is not None and args.max_count < 0:
+        raise SystemExit("rootgrep: --max-count must be 0 or more")
     try:
         matcher = Matcher(_query_of(patterns, args, before, after))
     except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
@@ -1310,6 +1331,8 @@ def _grep(args: argparse.Namespace) -> int:
         return 2
     if failed:
         return 2
+    if args.max_count is not None:  # (-m 0 shows nothing: as rg, no match)
+        return 0 if sink.shown else 1
     return 0 if matched else 1
 
 
@@ -1605,11 +1628,20 @@ class _Sink:
         self.with_filename = names
         self.target: _Target | None = None
         self.first = True
+        self.max_count: int | None = args.max_count
+        self.shown = 0  # files with a line shown (-m 0 shows none)
 
     def __call__(self, fm: FileMatches) -> bool:
         assert self.target is not None
         path = self.target.shown(fm.path)
         w = self.out.write
+        late: list[LineMatch] = []  # (-m: matches past NUM, shown only as context)
+        if self.max_count is not None and len(fm.matches) > self.max_count:
+            late = fm.matches[self.max_count :]
+            fm = FileMatches(fm.path, fm.matches[: self.max_count])
+        if not fm.matches:
+            return True
+        self.shown += 1
         if self.json:
             self._json(fm)
         elif self.mode == "files":
@@ -1618,7 +1650,7 @@ class _Sink:
             n = b"%d" % len(fm.matches)
             w(path + b":" + n + b"\n" if self.with_filename else n + b"\n")
         else:
-            self._content(path, fm)
+            self._content(path, fm, late)
         return True
 
     def _line(self, path: bytes, n: int, text: bytes, is_match: bool) -> bytes:
@@ -1631,7 +1663,7 @@ class _Sink:
             return b"%s%s%d%s%s\n" % (path, sep, n, sep, text)
         return b"%d%s%s\n" % (n, sep, text)
 
-    def _content(self, path: bytes, fm: FileMatches) -> None:
+    def _content(self, path: bytes, fm: FileMatches, late: Sequence[LineMatch] = ()) -> None:
         w = self.out.write
         if not self.context:
             for lm in fm.matches:
@@ -1644,6 +1676,9 @@ class _Sink:
             lines[lm.line] = (lm.text, True)
             for i, t in enumerate(lm.after):
                 lines.setdefault(lm.line + 1 + i, (t, False))
+        for lm in late:  # (a match past -m's NUM within the context shown: as rg, a match)
+            if lm.line in lines:
+                lines[lm.line] = (lm.text, True)
         prev = None
         for n in sorted(lines):
             if (prev is not None and n != prev + 1) or (prev is None and not self.first):
