@@ -1273,14 +1273,9 @@ def _grep(args: argparse.Namespace) -> int:
     matched = searched = files_matched = listed = 0
     used: list[tuple[str, _Source]] = []
     failed = False
+    errors: list[str] = []
     try:
-        for path in given:
-            try:
-                target = _open_target(path, bool(paths), args.symlinks)
-            except RootgrepError as e:
-                print(f"rootgrep: {path}: {_one_line(str(e))}", file=sys.stderr)
-                failed = True
-                continue
+        for path, target in _targets(given, bool(paths), args, errors):
             try:
                 if target.is_file and len(given) == 1 and args.with_filename is None:
                     sink.with_filename = False  # as rg: one file searched prints no path
@@ -1312,13 +1307,12 @@ def _grep(args: argparse.Namespace) -> int:
                 searched += stats.files_searched
                 listed += source.held
                 used.append((path, source))
-                for rel, why in walker.errors:
-                    print(f"rootgrep: {display(target.shown(rel))}: {why}", file=sys.stderr)
-                    failed = True
+                failed = _said_errors(walker, target) or failed
             finally:
                 target.root.close()
     finally:
         out.flush()
+    failed = failed or bool(errors)
     if args.stats:
         _print_stats(args, matched, files_matched, searched, used, time.perf_counter() - began)
     if not paths and not searched and not listed and not failed:
@@ -1343,14 +1337,9 @@ def _list_files(args: argparse.Namespace, paths: list[str]) -> int:
     rules = _GlobRules(args.globs) if args.globs else None
     out = _stdout_blocks()
     printed, failed = 0, False
+    errors: list[str] = []
     try:
-        for path in paths or ["."]:
-            try:
-                target = _open_target(path, bool(paths), args.symlinks)
-            except RootgrepError as e:
-                print(f"rootgrep: {path}: {_one_line(str(e))}", file=sys.stderr)
-                failed = True
-                continue
+        for _, target in _targets(paths or ["."], bool(paths), args, errors):
             try:
                 options = WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore)
                 walker = Walker(target.root.fs, target.start, options)
@@ -1362,14 +1351,32 @@ def _list_files(args: argparse.Namespace, paths: list[str]) -> int:
                         for fe in batch.files:
                             out.write(target.shown(fe.path) + b"\n")
                             printed += 1
-                for rel, why in walker.errors:
-                    print(f"rootgrep: {display(target.shown(rel))}: {why}", file=sys.stderr)
-                    failed = True
+                failed = _said_errors(walker, target) or failed
             finally:
                 target.root.close()
     finally:
         out.flush()
-    return 2 if failed else 0 if printed else 1
+    return 2 if failed or errors else 0 if printed else 1
+
+
+def _targets(
+    given: list[str], explicit: bool, args: argparse.Namespace, errors: list[str]
+) -> Iterator[tuple[str, _Target]]:
+    """Each PATH pinned (``_open_target``), in order; one that cannot be is said on stderr,
+    as rg says it, and added to ``errors``. The caller closes each target's root."""
+    for path in given:
+        try:
+            yield path, _open_target(path, explicit, args.symlinks)
+        except RootgrepError as e:
+            print(f"rootgrep: {path}: {_one_line(str(e))}", file=sys.stderr)
+            errors.append(path)
+
+
+def _said_errors(walker: Walker, target: _Target) -> bool:
+    """Say on stderr what a walk could not read (as rg does); whether there was any."""
+    for rel, why in walker.errors:
+        print(f"rootgrep: {display(target.shown(rel))}: {why}", file=sys.stderr)
+    return bool(walker.errors)
 
 
 def _stdout_blocks() -> BinaryIO:

@@ -21,6 +21,35 @@ from .errors import (
     UnknownRoot,
 )
 
+# a path shown as text survives being passed back only without a backslash, a control or
+# line-separating character, or white space at either end (``faithful``); a name that reads
+# as a URI scheme (``uri_like``) is shown as its URI too. (Compiled at first use: the CLI's
+# start-up imports this module.)
+_PATH_TEXT: list[re.Pattern[str]] = []
+
+
+def _path_text() -> list[re.Pattern[str]]:
+    if not _PATH_TEXT:
+        import re
+
+        _PATH_TEXT[:] = [
+            re.compile(r"[\\\x00-\x1f\x7f\u2028\u2029\x85]|^\s|\s$"),
+            re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:"),
+        ]
+    return _PATH_TEXT
+
+
+def faithful(shown: str) -> bool:
+    """Whether a path shown as this text, passed back as a tool's ``path``, names the same
+    file (else show its ``file://`` URI)."""
+    return _path_text()[0].search(shown) is None
+
+
+def uri_like(shown: str) -> bool:
+    """Whether a path's text would read as a URI (``a:b``): shown as its URI instead."""
+    return _path_text()[1].match(shown) is not None
+
+
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     import re

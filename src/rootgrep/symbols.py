@@ -356,21 +356,28 @@ def outline(symbols: Iterable[Symbol]) -> list[OutlineNode]:
 
 def _unloop(nodes: list[OutlineNode], top: list[OutlineNode], parent_of: dict[int, Any]) -> None:
     """Every node reachable from the top once: a node that owners nested into a loop (each
-    under another's name) is put back at the top, its own subtree with it."""
-    while True:
-        seen: set[int] = set()
-        todo = list(top)
+    under another's name) is put back at the top, its own subtree with it. One pass (each
+    node is marked reachable once), whatever the number of loops."""
+    seen: set[int] = set()
+
+    def mark(start: OutlineNode) -> None:
+        todo = [start]
         while todo:
             n = todo.pop()
-            seen.add(id(n))
-            todo.extend(n.children)
-        lost = next((n for n in nodes if id(n) not in seen), None)
-        if lost is None:
-            return
-        parent = parent_of.pop(id(lost), None)
+            if id(n) not in seen:
+                seen.add(id(n))
+                todo.extend(n.children)
+
+    for n in top:
+        mark(n)
+    for n in nodes:  # (in source order: the first of a loop goes to the top)
+        if id(n) in seen:
+            continue
+        parent = parent_of.pop(id(n), None)
         if parent is not None:
-            parent.children.remove(lost)
-        top.append(lost)
+            parent.children.remove(n)
+        top.append(n)
+        mark(n)
 
 
 def _within(outer: Symbol, inner: Symbol) -> bool:

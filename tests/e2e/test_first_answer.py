@@ -107,6 +107,30 @@ async def served(make_server: Any, root: Path, index: bool = False) -> AsyncIter
         yield c
 
 
+@asynccontextmanager
+async def build_held(top: Path, cache: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """A client of a server of ``top`` whose index build waits for its turn (held back: the
+    root stays "building", its index not yet open or, from an earlier build, open but not
+    re-synced); yields (client, the root's ``Indexed``)."""
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.roots import pin_root
+    from rootgrep.server import build_server
+    from rootgrep.service import Service, Settings
+
+    root = pin_root(str(top))
+    manager = IndexManager(str(cache))
+    manager._builds.acquire()
+    try:
+        ix = manager.activate(root, 0)
+        server = build_server(Service([root], Settings(), indexes=manager))
+        async with connect(server, "legacy") as c:
+            yield c, ix
+    finally:
+        manager._builds.release()
+        manager.close()
+        root.close()
+
+
 @pytest.mark.parametrize("index", [False, True], ids=["live", "indexed"])
 async def test_grep_is_a_regex_by_default_and_a_literal_on_request(
     make_server: Any, repo: Path, index: bool
@@ -450,33 +474,25 @@ async def test_search_reads_identifiers_and_shows_the_lines_holding_most_words(
 
 async def test_search_during_a_build_answers_from_a_live_scan(tmp_path: Path) -> None:
     """(Before: 0 results, "still being built", until the build committed its words.)"""
-    from rootgrep.index.manager import IndexManager
-    from rootgrep.roots import pin_root
-    from rootgrep.server import build_server
-    from rootgrep.service import Service, Settings
-
     top = tmp_path / "r"
     _search_tree(top)
-    root = pin_root(str(top))
-    manager = IndexManager(str(tmp_path / "cache"))
-    manager._builds.acquire()  # the first build waits for its turn: it stays "building"
-    try:
-        manager.activate(root, 0)
-        server = build_server(Service([root], Settings(), indexes=manager))
-        async with connect(server, "legacy") as c:
-            r = await c.call_tool("search", {"query": "parse duration"})
-            s = r.structured_content
-            assert s["partial"] is True and s["live_files"] == 6, text(r)
-            assert [h["path"] for h in s["results"][:2]] == ["src/time.go", "src/flags.py"]
-            assert "a live scan of 6 files" in text(r), text(r)
-            r = await c.call_tool("search", {"query": "unlinkClient", "path": "src"})
-            assert [h["path"] for h in r.structured_content["results"]] == ["src/networking.c"]
-            r = await c.call_tool("search", {"query": "client -unlinkClient"})
-            assert r.structured_content["results"] == [], text(r)
-    finally:
-        manager._builds.release()
-        manager.close()
-        root.close()
+    (top / "Makefile").write_text("parse:\n\techo\n")  # (no extension, as the index says)
+    async with build_held(top, tmp_path / "cache") as (c, _):
+        r = await c.call_tool("search", {"query": "parse duration"})
+        s = r.structured_content
+        assert s["partial"] is True and s["live_files"] == 7, text(r)
+        assert [h["path"] for h in s["results"][:2]] == ["src/time.go", "src/flags.py"]
+        assert "a live scan of 7 files" in text(r), text(r)
+        r = await c.call_tool("search", {"query": "unlinkClient", "path": "src"})
+        assert [h["path"] for h in r.structured_content["results"]] == ["src/networking.c"]
+        r = await c.call_tool("search", {"query": "client -unlinkClient"})
+        assert r.structured_content["results"] == [], text(r)
+        r = await c.call_tool("search", {"query": "parse ext:makefile"})
+        assert r.structured_content["results"] == [], text(r)
+        r = await c.call_tool("search", {"query": "parse ext:go"})
+        assert {h["path"] for h in r.structured_content["results"]} == {
+            "src/time.go", "src/parse.go"
+        }, text(r)  # fmt: skip
 
 
 async def test_a_reopened_index_answers_find_symbol_and_search_before_its_resync(
@@ -646,25 +662,42 @@ async def test_whole_word_refuses_an_invalid_regex(make_server: Any, repo: Path)
 
 
 async def test_a_phrase_search_during_a_build_finds_files_live(tmp_path: Path) -> None:
-    from rootgrep.index.manager import IndexManager
-    from rootgrep.roots import pin_root
-    from rootgrep.server import build_server
-    from rootgrep.service import Service, Settings
-
     top = tmp_path / "r"
     top.mkdir()
     (top / "a.go").write_text("// parse a duration here\nfunc f() {}\n")
     (top / "b.go").write_text("// a duration, then parse\nfunc g() {}\n")
-    root = pin_root(str(top))
-    manager = IndexManager(str(tmp_path / "cache"))
-    manager._builds.acquire()
-    try:
-        manager.activate(root, 0)
-        server = build_server(Service([root], Settings(), indexes=manager))
-        async with connect(server, "legacy") as c:
-            r = await c.call_tool("search", {"query": '"parse a duration"'})
-            assert [h["path"] for h in r.structured_content["results"]] == ["a.go"], text(r)
-    finally:
-        manager._builds.release()
-        manager.close()
-        root.close()
+    async with build_held(top, tmp_path / "cache") as (c, _):
+        r = await c.call_tool("search", {"query": '"parse a duration"'})
+        assert [h["path"] for h in r.structured_content["results"]] == ["a.go"], text(r)
+
+
+async def test_a_path_suggested_with_several_roots_is_absolute_and_reads(
+    make_server: Any, tmp_path: Path
+) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    (one / "server.c").write_text("int x;\n")
+    async with connect(make_server([one, two]), "legacy") as c:
+        r = await c.call_tool("read_file", {"path": str(one / "sever.c")})
+        assert f"did you mean '{one / 'server.c'}'?" in text(r), text(r)
+        r = await c.call_tool("read_file", {"path": str(one / "server.c")})
+        assert not r.is_error, text(r)
+
+
+async def test_no_suggestion_from_a_huge_directory(make_server: Any, tmp_path: Path) -> None:
+    """A directory of more than NEAR_LISTING entries is not read for a guess (it cost a
+    second an error on 200,000 names, and the guess was arbitrary)."""
+    from rootgrep.service.base import NEAR_LISTING
+
+    root = tmp_path / "r"
+    (root / "big").mkdir(parents=True)
+    for i in range(NEAR_LISTING + 1):
+        (root / "big" / f"f{i:06}.py").touch()
+    (root / "small").mkdir()
+    (root / "small" / "f000001.py").touch()
+    async with connect(make_server([root]), "legacy") as c:
+        r = await c.call_tool("read_file", {"path": "big/f00001.py"})
+        assert code(r) == "not_found" and "did you mean" not in text(r), text(r)
+        r = await c.call_tool("read_file", {"path": "small/f00001.py"})
+        assert "did you mean 'small/f000001.py'?" in text(r), text(r)

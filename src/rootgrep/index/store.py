@@ -1553,7 +1553,7 @@ class RootIndex:
         its symbols' ``fields`` parsed here unless given (by a ``ParseHelper``)."""
         shown = display(rel)
         name = shown.rsplit("/", 1)[-1]
-        ext = name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
+        ext = ext_of(name)
         names, blob = symbol_fields(rel, data) if fields is None else fields
         sym: dict[str, Any] = {"sym": names} if names else {}
         parts = name_parts(names)
@@ -1940,6 +1940,12 @@ def name_parts(names: Iterable[str]) -> str:
     return " ".join(out)
 
 
+def ext_of(name: str) -> str:
+    """A file name's extension as the ``ext`` field (and ``ext:`` in a query) means it:
+    after its last dot, lowercased; "" for none (a leading dot starts no extension)."""
+    return name.rsplit(".", 1)[-1].lower() if "." in name.lstrip(".") else ""
+
+
 def cover_weight(words: int) -> float:
     """What each query word a file holds adds to its score: more than every signal of every
     word together, so a file holding more of the words always ranks first."""
@@ -1947,12 +1953,17 @@ def cover_weight(words: int) -> float:
     return (every + 1) * max(words, 1)
 
 
+JOINED_TOKENS = 8  # a query's first tokens that are joined into identifiers, at most
+
+
 def joined_words(tokens: Sequence[str]) -> dict[int, list[str]]:
     """For each query token (by index), the identifiers two or three adjacent tokens make
     when written as one, lowercased: camelCase / PascalCase (``parseduration``) and
     snake_case (``parse_duration``), so "parse duration" finds ``ParseDuration``. A file
-    holding one holds each token in it (the index keeps identifiers whole)."""
+    holding one holds each token in it (the index keeps identifiers whole). Only the first
+    ``JOINED_TOKENS`` tokens are joined: each join costs the ranking three queries."""
     out: dict[int, list[str]] = {}
+    tokens = tokens[:JOINED_TOKENS]
     for width in (2, 3):
         for i in range(len(tokens) - width + 1):
             part = tokens[i : i + width]

@@ -39,7 +39,7 @@ from ..models import (
     RootId,
     RootRef,
 )
-from ..roots import Root, path_to_uri, resolve_target
+from ..roots import Root, faithful, path_to_uri, resolve_target, uri_like
 
 MAX_RESULTS_CAP = 1000
 SEARCH_CHECKS_PER_PAGE = 200  # hits checked against the disk for one page of search results
@@ -260,20 +260,21 @@ def near_paths(roots: Sequence[Root], path: object, root: str | None) -> list[st
                 r.fs.stat(guess)
             except (RootgrepError, OSError):
                 continue
-            out.append(_passable(r, guess))
+            out.append(_passable(r, guess, len(roots) > 1))
         return out
     return []
 
 
-def _passable(r: Root, comps: list[bytes]) -> str:
-    """A path as a tool takes it back: root-relative text, or the file's URI when a name
-    would not survive as text (not UTF-8, a control character, a backslash)."""
+def _passable(r: Root, comps: list[bytes], several: bool) -> str:
+    """A path as a tool takes it back, shown as answers show paths (``tools.spec.Out.path``):
+    root-relative text with one root, absolute with ``several``; the file's URI when the
+    text would not survive (``roots.faithful``)."""
     rel = b"/".join(comps)
     try:
-        text = rel.decode("utf-8")
+        text = (r.path + b"/" + rel if several else rel).decode("utf-8")
     except UnicodeDecodeError:
         return file_uri(r, rel)
-    if "\\" in text or any(c < " " or c == "\x7f" for c in text):
+    if not faithful(text) or (not several and uri_like(text)):
         return file_uri(r, rel)
     return text
 

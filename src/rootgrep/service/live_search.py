@@ -17,6 +17,7 @@ from ..index.store import (
     WORD_SIGNAL,
     ParsedSearch,
     cover_weight,
+    ext_of,
     is_low_path,
     joined_words,
 )
@@ -117,7 +118,7 @@ def live_hits(
                         return
                     if not keep(fe.path):
                         continue
-                    ext = fe.path.rsplit(b".", 1)[-1].decode("utf-8", "replace").lower()
+                    ext = ext_of(fe.name.decode("utf-8", "replace"))
                     if (exts and ext not in exts) or ext in not_exts:
                         continue
                     data = confine.read_searchable_at(batch.fd, fe.name, LIVE_FILE_BYTES)

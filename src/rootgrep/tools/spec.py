@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..roots import Root, parse_file_uri
+from ..roots import Root, faithful, parse_file_uri, uri_like
 from ..service import Service, Token
 
 M = TypeVar("M", bound=BaseModel)
@@ -82,8 +82,8 @@ class Out:
                 shown = parse_file_uri(uri).decode("utf-8")
             except (UnicodeDecodeError, ValueError, Exception):
                 return uri
-            return shown if _faithful(shown) else uri
-        if not _faithful(rel) or _URI_LIKE.match(rel):
+            return shown if faithful(shown) else uri
+        if not faithful(rel) or uri_like(rel):
             return uri
         # a name that reads as a line of an answer (a match `7:x`, a context line `7-x`, the
         # separator `--`, a note `(…)`) is shown as ./name: still a path, never such a line
@@ -98,13 +98,7 @@ def shown_name(name: str) -> str:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
-_UNFAITHFUL = re.compile(r"[\\\x00-\x1f\x7f\u2028\u2029\x85]|^\s|\s$")
-_URI_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _POSES = re.compile(r"^(?:\d+[:-]|--(?:/|$)|\()")
-
-
-def _faithful(shown: str) -> bool:
-    return _UNFAITHFUL.search(shown) is None
 
 
 @dataclass(frozen=True)
