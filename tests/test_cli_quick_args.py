@@ -15,6 +15,7 @@ KINDS = {
     argparse._StoreFalseAction: "const",
     argparse._StoreConstAction: "const",
     argparse._AppendAction: "append",
+    argparse._CountAction: "count",
 }
 
 

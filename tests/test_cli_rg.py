@@ -289,3 +289,24 @@ def test_max_count_equals_ripgrep(tree: Path, args: list[str]) -> None:
 def test_max_count_zero_matches_nothing_as_in_rg(tree: Path) -> None:
     mine, ref = run_both(["-m", "0", "import os", "odd"], tree)
     assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout) == (1, b"")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-u", "-c", "raise NotImplementedError"],  # (ignored/ searched, .hidden/ not)
+        ["-uu", "-c", "raise NotImplementedError"],  # (both)
+        ["-u", "-u", "--files"],
+        ["--unrestricted", "--files"],
+    ],
+    ids=["u", "uu", "u-u", "long"],
+)
+def test_unrestricted_equals_ripgrep(tree: Path, args: list[str]) -> None:
+    mine, ref = run_both(args, tree)
+    assert ref.returncode == 0 and ref.stdout, ref.stderr
+    assert (mine.returncode, mine.stdout) == (0, ref.stdout), mine.stderr
+
+
+def test_uuu_is_refused_as_binary_files_are_never_searched(tree: Path) -> None:
+    mine, _ = run_both(["-uuu", "import os"], tree)
+    assert (mine.returncode, mine.stdout) == (2, b"") and b"binary" in mine.stderr

@@ -176,6 +176,14 @@ def _grep_parser() -> argparse.ArgumentParser:
         help="print the files that would be searched, one a line (as rg's --files; every "
         "positional argument is then a PATH)",
     )
+    g.add_argument(
+        "-u",
+        "--unrestricted",
+        action="count",
+        default=0,
+        help="-u: as --no-ignore; -uu: and --hidden (rg's -uuu, binary files too, is refused: "
+        "binary files are never searched)",
+    )
     g.add_argument("--hidden", action="store_true", help="search hidden files and directories")
     g.add_argument("--no-ignore", action="store_true", help="ignore .gitignore/.ignore rules")
     g.add_argument(
@@ -264,6 +272,7 @@ _GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
         (("-c", "--count"), "mode", "const", "count"),
         (("-g", "--glob"), "globs", "append", None),
         (("--files",), "files", "const", True),
+        (("-u", "--unrestricted"), "unrestricted", "count", None),
         (("--hidden",), "hidden", "const", True),
         (("--no-ignore",), "no_ignore", "const", True),
         (("--ignore",), "no_ignore", "const", False),
@@ -286,7 +295,7 @@ _GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
 _GREP_DEFAULTS: dict[str, Any] = {
     "args": [], "patterns": [], "fixed_strings": False, "case": None, "word_regexp": False,
     "after": None, "before": None, "context": None, "mode": None, "globs": [], "files": False,
-    "max_count": None,
+    "max_count": None, "unrestricted": 0,
     "hidden": False, "no_ignore": False, "json": False, "max_columns": 0,
     "with_filename": None, "line_number": False, "no_heading": False, "sort": None,
     "max_file_size": DEFAULT_MAX_FILE_SIZE, "symlinks": "within", "no_index": False,
@@ -319,6 +328,11 @@ def _quick_grep_args(argv: list[str]) -> Any:
             if eq:
                 return None
             values[dest] = const
+            continue
+        if how == "count":
+            if eq:
+                return None
+            values[dest] += 1
             continue
         if not eq:
             if i >= n or argv[i].startswith("-"):
@@ -1250,6 +1264,7 @@ def _grep(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     patterns: list[str] = list(args.patterns)
     paths: list[str] = list(args.args)
+    _unrestrict(args)
     if args.files:
         return _list_files(args, paths)
     if not patterns:
@@ -1328,6 +1343,20 @@ def _grep(args: argparse.Namespace) -> int:
     if args.max_count is not None:  # (-m 0 shows nothing: as rg, no match)
         return 0 if sink.shown else 1
     return 0 if matched else 1
+
+
+def _unrestrict(args: argparse.Namespace) -> None:
+    """rg's ``-u`` (``--no-ignore``) and ``-uu`` (and ``--hidden``); ``-uuu`` would search
+    binary files, which rootgrep never does: refused."""
+    if args.unrestricted >= 3:
+        raise SystemExit(
+            "rootgrep: -uuu searches binary files, and rootgrep never does (a NUL in a file's "
+            "first 8 KiB makes it binary); use -uu"
+        )
+    if args.unrestricted >= 1:
+        args.no_ignore = True
+    if args.unrestricted >= 2:
+        args.hidden = True
 
 
 def _list_files(args: argparse.Namespace, paths: list[str]) -> int:
