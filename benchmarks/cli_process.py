@@ -84,8 +84,9 @@ def _ms(s: float) -> str:
     return f"{s * 1000:.1f} ms"
 
 
-# One grep's phases, timed inside fresh processes (the CLI's own steps, as ``cli._grep`` takes
-# them); the process's start before them is timed apart (bare interpreter, then site).
+# One grep's phases, timed inside fresh processes (the CLI's own steps, as
+# ``cli.grep_verb.grep`` takes them); the process's start before them is timed apart
+# (bare interpreter, then site).
 _PHASES = """
 import gc, io, os, sys, time
 gc.disable()
@@ -93,19 +94,19 @@ clock = time.perf_counter
 cpu = time.process_time
 marks = [(clock(), cpu())]
 from rootgrep import cli
+from rootgrep.cli import grep_verb as g
 gc.freeze(); gc.enable()
 marks.append((clock(), cpu()))
-words = cli._attach_values(sys.argv[1:])
-a = cli._quick_grep_args(words) or cli._grep_parser().parse_intermixed_args(words)
+a = cli.parse_grep_args(sys.argv[1:])
 marks.append((clock(), cpu()))
-m = cli.Matcher(cli._query_of(a.args[:1], a, 0, 0))
-target = cli._open_target(a.args[1], True, "within")
-src = cli._Source(a, target, m)
+m = g.Matcher(g._query_of(a.args[:1], a, 0, 0))
+target = g.open_target(a.args[1], True, "within")
+src = g._Source(a, target, m)
 marks.append((clock(), cpu()))
 buf = io.BytesIO()
-sink = cli._Sink(buf, a, 0, True)
+sink = g.Sink(buf, a, 0, True)
 sink.target = target
-cli.run_grep(m, src.batches, sink, join=src.join)
+g.run_grep(m, src.batches, sink, join=src.join)
 marks.append((clock(), cpu()))
 fd = os.open(os.devnull, os.O_WRONLY)
 os.write(fd, buf.getvalue())

@@ -1,4 +1,4 @@
-"""``rootgrep grep`` reads its usual flags without argparse (``cli._quick_grep_args``): the
+"""``rootgrep grep`` reads its usual flags without argparse (``rg_flags.quick_grep_args``): the
 namespace is argparse's own for every word list it takes, and it leaves to argparse every
 word list it does not fully understand (help, abbreviations, bundled flags, bad values)."""
 
@@ -9,6 +9,7 @@ import argparse
 import pytest
 
 from rootgrep import cli
+from rootgrep.cli import rg_flags
 
 KINDS = {
     argparse._StoreTrueAction: "const",
@@ -20,7 +21,7 @@ KINDS = {
 
 
 def argparse_args(argv: list[str]) -> dict[str, object]:
-    g = cli._grep_parser()
+    g = rg_flags.grep_parser()
     return vars(g.parse_args(argv) if "--" in argv else g.parse_intermixed_args(argv))
 
 
@@ -28,7 +29,7 @@ def test_the_table_is_the_parsers_own() -> None:
     """Every option string of the parser is in the table with its dest and what it does
     (and nothing else is), and the defaults are the parser's."""
     seen: set[str] = set()
-    for action in cli._grep_parser()._actions:
+    for action in rg_flags.grep_parser()._actions:
         if isinstance(action, argparse._HelpAction) or not action.option_strings:
             continue
         if type(action) in KINDS:
@@ -41,10 +42,10 @@ def test_the_table_is_the_parsers_own() -> None:
             assert action.type in (None, int)
         const = action.const if how == "const" else None
         for opt in action.option_strings:
-            assert cli._GREP_FLAGS[opt] == (action.dest, how, const), opt
+            assert rg_flags.GREP_FLAGS[opt] == (action.dest, how, const), opt
             seen.add(opt)
-    assert seen == set(cli._GREP_FLAGS)
-    assert argparse_args([]) == cli._GREP_DEFAULTS
+    assert seen == set(rg_flags.GREP_FLAGS)
+    assert argparse_args([]) == rg_flags.GREP_DEFAULTS
 
 
 TAKEN = [
@@ -75,8 +76,8 @@ TAKEN = [
 
 @pytest.mark.parametrize("argv", TAKEN)
 def test_the_words_it_reads_give_argparses_namespace(argv: list[str]) -> None:
-    words = cli._attach_values(argv)
-    quick = cli._quick_grep_args(words)
+    words = rg_flags.attach_values(argv)
+    quick = rg_flags.quick_grep_args(words)
     assert quick is not None
     assert vars(quick) == argparse_args(words)
 
@@ -107,8 +108,8 @@ LEFT_TO_ARGPARSE = [
 
 @pytest.mark.parametrize("argv", LEFT_TO_ARGPARSE)
 def test_other_words_are_left_to_argparse(argv: list[str]) -> None:
-    words = cli._attach_values(argv)
-    assert cli._quick_grep_args(words) is None
+    words = rg_flags.attach_values(argv)
+    assert rg_flags.quick_grep_args(words) is None
 
 
 def test_a_usage_error_is_still_argparses(capsys: pytest.CaptureFixture[str]) -> None:

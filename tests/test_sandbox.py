@@ -321,7 +321,8 @@ def test_entering_the_sandbox_closes_its_null_device_fd_on_every_path(
     import argparse
     import stat
 
-    from rootgrep import cli, sandbox
+    from rootgrep import sandbox
+    from rootgrep.cli import serve_verb
     from rootgrep.roots import pin_root
 
     granted: list[tuple[int, int]] = []
@@ -351,13 +352,13 @@ def test_entering_the_sandbox_closes_its_null_device_fd_on_every_path(
         before = _open_fds()
         if outcome == "load_fails":
             with pytest.raises(ImportError):
-                cli._enter_sandbox(args, [root], None)
+                serve_verb._enter_sandbox(args, [root], None)
             assert granted == []
         elif outcome == "refused":
             with pytest.raises(SystemExit):
-                cli._enter_sandbox(args, [root], None)
+                serve_verb._enter_sandbox(args, [root], None)
         else:
-            cli._enter_sandbox(args, [root], None)
+            serve_verb._enter_sandbox(args, [root], None)
         assert _open_fds() == before
         if outcome != "load_fails":
             assert granted == [(1, 3)]  # the rule held the null device itself

@@ -4,7 +4,7 @@ Before: the interpreter, finalizing, ended the build's (daemon) thread wherever 
 inside native code (RE2's pybind11 wrapper re-taking the GIL), the unwind aborted the whole
 process: "terminate called without an active exception", SIGABRT (rc -6) and a core file, in
 9 of 12 stdio sessions that ended mid-build on this test's kind of tree. The server now
-cancels its builds and waits for them (``cli._stop_indexes``) before it returns.
+cancels its builds and waits for them (``serve_verb._stop_indexes``) before it returns.
 
 A review of that first version found three more ways (the last three tests):
 1. An index a client session released (its build still stopping) was not waited for by
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pytest
 
-import rootgrep.cli as cli
+import rootgrep.cli.serve_verb as serve_verb
 from rootgrep.index import manager as manager_mod
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.store import RootIndex
@@ -191,7 +191,7 @@ def test_close_waits_for_an_index_a_session_released_mid_build(
         assert ix is not None
         assert started.wait(10)
         manager.release(r.path, 12345)  # the session ends (``ClientRoots.close``)
-        manager.close()  # what ``cli._stop_indexes`` runs, then the interpreter finalizes
+        manager.close()  # what ``serve_verb._stop_indexes`` runs, then the interpreter finalizes
         alive = [t.name for t in ix.threads if t.is_alive()]
         assert finished.is_set() and not alive, alive
     finally:
@@ -203,8 +203,9 @@ SLOW_CLOSE = textwrap.dedent(
     """
     import sys, time
     import rootgrep.cli as cli
+    import rootgrep.cli.serve_verb as serve_verb
     from rootgrep.index.manager import IndexManager
-    cli.SHUTDOWN_SECONDS = float(sys.argv[1])
+    serve_verb.SHUTDOWN_SECONDS = float(sys.argv[1])
     real = IndexManager.close
     def slow_close(self):  # (builds that take a while to let go)
         print("closing", file=sys.stderr, flush=True)
@@ -265,7 +266,7 @@ class _Exited(BaseException):
 
 
 def _stop_indexes_interrupted(monkeypatch: pytest.MonkeyPatch) -> object:
-    """``cli._stop_indexes`` over builds that have not let go (the test interrupts it):
+    """``serve_verb._stop_indexes`` over builds that have not let go (the test interrupts it):
     the status it exits with, or what went wrong."""
 
     def exit_now(status: int) -> None:
@@ -280,7 +281,7 @@ def _stop_indexes_interrupted(monkeypatch: pytest.MonkeyPatch) -> object:
     monkeypatch.setattr(os, "_exit", exit_now)
     indexes, sigint = Stuck(), signal.getsignal(signal.SIGINT)
     try:
-        cli._stop_indexes(indexes, 0)
+        serve_verb._stop_indexes(indexes, 0)
     except KeyboardInterrupt:
         return "KeyboardInterrupt escaped while the builds still ran"
     except _Exited as e:
@@ -312,7 +313,7 @@ def test_a_ctrl_c_while_the_shutdown_warning_is_logged_exits_130(
         def filter(self, record: logging.LogRecord) -> bool:
             raise KeyboardInterrupt  # (another Ctrl-C, while the warning is written)
 
-    monkeypatch.setattr(cli, "SHUTDOWN_SECONDS", 0.05)
+    monkeypatch.setattr(serve_verb, "SHUTDOWN_SECONDS", 0.05)
     log, interrupting = logging.getLogger("rootgrep"), InterruptedLog()
     log.addFilter(interrupting)
     try:
@@ -369,8 +370,9 @@ STUCK_CLOSE = textwrap.dedent(
     """
     import sys, time
     import rootgrep.cli as cli
+    import rootgrep.cli.serve_verb as serve_verb
     from rootgrep.index.manager import IndexManager
-    cli.SHUTDOWN_SECONDS = 1.0
+    serve_verb.SHUTDOWN_SECONDS = 1.0
     def stuck_close(self):  # (builds that will not let go: a commit that does not end)
         print("closing", file=sys.stderr, flush=True)
         time.sleep(60)

@@ -1,0 +1,354 @@
+"""``rootgrep grep``: ``rg --sort path -n`` over confined roots, from a daemon's index or a
+live walk; ``--files``; rg's -g and -t/-T file selection."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+from ..errors import InvalidPattern, RootgrepError
+from ..grep import (
+    MAX_CONTEXT,
+    GrepQuery,
+    Matcher,
+    run_grep,
+)
+from ..walker import DirBatch, FileEntry, Walker, WalkOptions, keep_files
+from .common import describe, n_files, one_line
+from .printer import Sink
+from .targets import Target, said_errors, targets
+
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
+    from typing import BinaryIO
+
+
+def grep(args: argparse.Namespace) -> int:
+    """``rg --sort path -n`` over confined roots: each directory PATH is pinned as a root and
+    walked (or its files found in an index a daemon keeps fresh: ``_Source``); a file PATH is
+    searched as the one entry of its pinned parent directory."""
+    began = time.perf_counter()
+    patterns: list[str] = list(args.patterns)
+    paths: list[str] = list(args.args)
+    _unrestrict(args)
+    if args.files:
+        return _list_files(args, paths)
+    if not patterns:
+        if not paths:
+            raise SystemExit("rootgrep: give a PATTERN (or -e PATTERN); see rootgrep grep -h")
+        patterns = [paths.pop(0)]
+    before, after = _context_of(args)
+    if args.max_columns < 0:
+        raise SystemExit("rootgrep: --max-columns must be 0 (no limit) or more")
+    if args.max_count is not None and args.max_count < 0:
+        raise SystemExit("rootgrep: --max-count must be 0 or more")
+    try:
+        matcher = Matcher(_query_of(patterns, args, before, after))
+    except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
+        raise InvalidPattern(e.message.replace("pass fixed_strings=true", "pass -F")) from None
+    rules = _GlobRules(args.globs) if args.globs else None
+    out = _stdout_blocks()
+    given = paths or ["."]
+    # (-H/-I say; else a path is printed unless one file PATH alone is searched, see below)
+    sink = Sink(out, args, before or after, args.with_filename is not False)
+    matched = searched = files_matched = listed = 0
+    used: list[tuple[str, _Source]] = []
+    failed = False
+    errors: list[str] = []
+    try:
+        for path, target in targets(given, bool(paths), args, errors):
+            try:
+                if target.is_file and len(given) == 1 and args.with_filename is None:
+                    sink.with_filename = False  # as rg: one file searched prints no path
+                sink.target = target
+                walker = Walker(
+                    target.root.fs,
+                    target.start,
+                    WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore),
+                )
+                source = _Source(args, target, matcher)
+                batches = source.batches if source.batches is not None else walker.batches()
+                if rules is not None and not target.is_file:  # (a file PATH: always searched)
+                    batches = _glob_batches(batches, target, rules)
+                try:
+                    stats = run_grep(
+                        matcher,
+                        batches,
+                        sink,
+                        max_file_size=args.max_file_size,
+                        threads=args.threads,
+                        join=source.join,
+                    )
+                except RootgrepError as e:  # the PATH vanished, or is a FIFO, ...
+                    print(f"rootgrep: {path}: {one_line(str(e))}", file=sys.stderr)
+                    failed = True
+                    continue
+                matched += stats.matches
+                files_matched += stats.files_matched
+                searched += stats.files_searched
+                listed += source.held
+                used.append((path, source))
+                failed = said_errors(walker, target) or failed
+            finally:
+                target.root.close()
+    finally:
+        out.flush()
+    failed = failed or bool(errors)
+    if args.stats:
+        _print_stats(args, matched, files_matched, searched, used, time.perf_counter() - began)
+    if not paths and not searched and not listed and not failed:
+        # as rg: searching the working directory found no file at all (an error, status 2)
+        print(
+            "rootgrep: no files were searched: they are hidden, ignored or excluded by -g "
+            "(see --hidden, --no-ignore)",
+            file=sys.stderr,
+        )
+        return 2
+    if failed:
+        return 2
+    if args.max_count is not None:  # (-m 0 shows nothing: as rg, no match)
+        return 0 if sink.shown else 1
+    return 0 if matched else 1
+
+
+def _unrestrict(args: argparse.Namespace) -> None:
+    """rg's ``-u`` (``--no-ignore``) and ``-uu`` (and ``--hidden``); ``-uuu`` would search
+    binary files, which rootgrep never does: refused."""
+    if args.unrestricted >= 3:
+        raise SystemExit(
+            "rootgrep: -uuu searches binary files, and rootgrep never does (a NUL in a file's "
+            "first 8 KiB makes it binary); use -uu"
+        )
+    if args.unrestricted >= 1:
+        args.no_ignore = True
+    if args.unrestricted >= 2:
+        args.hidden = True
+
+
+def _list_files(args: argparse.Namespace, paths: list[str]) -> int:
+    """``--files``: the files a search of the PATHs would read, printed as rg prints them
+    (walk order, which is rg's ``--sort path``; binary and large files too, as rg lists
+    them); exit 0 when one was printed, 1 when none, 2 on an error."""
+    rules = _GlobRules(args.globs) if args.globs else None
+    out = _stdout_blocks()
+    printed, failed = 0, False
+    errors: list[str] = []
+    try:
+        for _, target in targets(paths or ["."], bool(paths), args, errors):
+            try:
+                options = WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore)
+                walker = Walker(target.root.fs, target.start, options)
+                batches: Iterator[DirBatch] = walker.batches()
+                if rules is not None and not target.is_file:
+                    batches = _glob_batches(batches, target, rules)
+                for batch in batches:
+                    with batch:
+                        for fe in batch.files:
+                            out.write(target.shown(fe.path) + b"\n")
+                            printed += 1
+                failed = said_errors(walker, target) or failed
+            finally:
+                target.root.close()
+    finally:
+        out.flush()
+    return 2 if failed or errors else 0 if printed else 1
+
+
+def _stdout_blocks() -> BinaryIO:
+    """stdout's bytes, written 64 KiB at a time. With ``PYTHONUNBUFFERED`` (or ``-u``) Python's
+    own binary stdout is raw, and each printed line was a ``write(2)`` of its own; the writer
+    made here is over a second handle of the same fd that never closes it."""
+    out = sys.stdout.buffer
+    if isinstance(out, io.RawIOBase):
+        return io.BufferedWriter(io.FileIO(out.fileno(), "wb", closefd=False), 1 << 16)
+    return out
+
+
+class _Source:
+    """Where one directory PATH's files come from: the index a running daemon keeps fresh
+    (``index.freshness``: its candidates plus every file changed since its last fold, each
+    read and matched now, so the answer is a live scan's), else a live walk; ``why`` says
+    which and why. ``batches`` is None for a live walk."""
+
+    def __init__(self, args: argparse.Namespace, target: Target, matcher: Matcher) -> None:
+        self.batches: Iterator[DirBatch] | None = None
+        self.join = True
+        self.held = 0  # files the index holds for the PATH (a walk counts its own)
+        self.kind = "live"
+        self.why = ""
+        if args.no_index:
+            self.why = "--no-index"
+        elif target.is_file:
+            self.why = "a file PATH is read directly"
+        elif args.hidden or args.no_ignore:
+            self.why = "--hidden/--no-ignore (an index holds what a default walk lists)"
+        else:
+            self._open(args, target, matcher)
+
+    def _open(self, args: argparse.Namespace, target: Target, matcher: Matcher) -> None:
+        from ..index.freshness import ask_fresh, default_cache_dir
+
+        cache = args.cache_dir or default_cache_dir()
+        query = matcher.query
+        q = {
+            "pattern": query.pattern,
+            "regex": query.regex,
+            "case_sensitive": query.case_sensitive,
+        }
+
+        def meanwhile() -> None:
+            # while the daemon answers: compile the scan that tests its candidates (for a
+            # literal, RE2's import and compile are 2 ms; ``may_match`` compiles it once)
+            matcher.may_match(b"")
+
+        try:
+            fresh, self.why = ask_fresh(
+                cache,
+                target.root,
+                q,
+                max_file_size=args.max_file_size,
+                meanwhile=meanwhile,
+            )
+        except (
+            OSError,
+            RootgrepError,
+        ) as e:  # (an index is an optimisation: scan live)
+            self.why = f"the index could not be asked ({describe(e)})"
+            return
+        if fresh is None:
+            return
+        self.batches = fresh.batches(target.root)
+        # (the candidates of a query with a required trigram mostly match: searched one by
+        # one, as the MCP grep does; without one, every text file is, in joined chunks)
+        self.join = not fresh.narrowed
+        self.held = fresh.held
+        self.kind = "index"
+        self.why += f"; {n_files(fresh.changed).replace(' ', ' changed ')} read as they are now"
+
+
+def _print_stats(
+    args: argparse.Namespace,
+    lines: int,
+    files_matched: int,
+    searched: int,
+    used: list[tuple[str, _Source]],
+    seconds: float,
+) -> None:
+    """rg's ``--stats`` block (the counts rootgrep has), and which source answered each PATH."""
+    out = sys.stderr if args.json else sys.stdout
+    rows = [
+        "",
+        f"{lines} matched lines",
+        f"{files_matched} files contained matches",
+        f"{searched} files searched",
+    ]
+    for path, source in used:
+        where = f"{path}: " if len(used) > 1 else ""
+        rows.append(f"{where}searched by {source.kind}: {source.why}")
+    rows.append(f"{seconds:.6f} seconds")
+    out.flush()
+    out.write("\n".join(rows) + "\n")
+    out.flush()
+
+
+def _context_of(args: argparse.Namespace) -> tuple[int, int]:
+    """(before, after) as rg reads them: -A and -B override their side of -C."""
+    for flag, n in (("--after-context", args.after), ("--before-context", args.before),
+                    ("--context", args.context)):  # fmt: skip
+        if n is not None and not 0 <= n <= MAX_CONTEXT:
+            raise SystemExit(f"rootgrep: {flag} must be between 0 and {MAX_CONTEXT}")
+    both = args.context or 0
+    return (
+        both if args.before is None else args.before,
+        both if args.after is None else args.after,
+    )
+
+
+def _without_escapes(pattern: str) -> str:
+    """A pattern without its escapes (``\\W``, ``\\p{Lu}``...): what is left are its literals."""
+    if "\\" not in pattern:
+        return pattern
+    import re
+
+    return re.sub(r"\\(?:[pP](?:\{[^}]*\}|.)|.)", "", pattern, flags=re.DOTALL)
+
+
+def _query_of(patterns: list[str], args: argparse.Namespace, before: int, after: int) -> GrepQuery:
+    """One query for all the patterns: a line matches if any does (an RE2 alternation)."""
+    case = args.case or "sensitive"
+    if case == "smart":
+        # as rg's --smart-case: insensitive unless a pattern has an upper-case literal
+        # (escapes such as \W or \p{Lu} are not literals)
+        texts = patterns if args.fixed_strings else [_without_escapes(p) for p in patterns]
+        case = "sensitive" if any(c.isupper() for t in texts for c in t) else "insensitive"
+    if len(patterns) == 1:
+        pattern, regex = patterns[0], not args.fixed_strings
+    else:
+        import re2
+
+        parts = [re2.escape(p) if args.fixed_strings else p for p in patterns]
+        pattern, regex = "|".join(f"(?:{p})" for p in parts), True
+    return GrepQuery(
+        pattern,
+        regex=regex,
+        case_sensitive=case == "sensitive",
+        whole_word=args.word_regexp,
+        before=before,
+        after=after,
+    )
+
+
+class _GlobRules:
+    """rg's -g rules: the last GLOB that matches a path itself decides (``!GLOB`` excludes);
+    a directory a ``!GLOB`` matches is pruned with everything below it; with any GLOB not
+    starting with ``!``, a file no GLOB selects is not searched (directories are entered)."""
+
+    def __init__(self, globs: list[str]) -> None:
+        from ..globs import Globs  # (pathspec: imported only when -g is given)
+
+        self.globs = Globs(globs, "glob")
+        self.whitelist = any(not g.startswith("!") for g in globs)
+
+    def pruned(self, directory: bytes) -> bool:
+        return self.globs.verdict(directory, is_dir=True) is False
+
+    def selected(self, path: bytes) -> bool:
+        v = self.globs.verdict(path)
+        return not self.whitelist if v is None else v
+
+
+def _glob_batches(
+    batches: Iterator[DirBatch], target: Target, rules: _GlobRules
+) -> Iterator[DirBatch]:
+    """The walk's batches with only the files the globs select. rg matches a glob against
+    the path as printed, without a leading ``./`` and with the working directory taken off
+    an absolute path below it; each directory below the PATH is judged on its own."""
+    cwd = os.fsencode(os.getcwd()).rstrip(b"/") + b"/"
+    pruned: dict[bytes, bool] = {b"": False}  # (the PATH itself is never judged, as in rg)
+
+    def is_pruned(rel_dir: bytes) -> bool:
+        if rel_dir not in pruned:
+            parent = rel_dir.rpartition(b"/")[0]
+            pruned[rel_dir] = is_pruned(parent) or rules.pruned(
+                _glob_path(target.shown(rel_dir), cwd)
+            )
+        return pruned[rel_dir]
+
+    def select(batch: DirBatch) -> list[FileEntry]:
+        if is_pruned(batch.dir):
+            return []
+        return [fe for fe in batch.files if rules.selected(_glob_path(target.shown(fe.path), cwd))]
+
+    yield from keep_files(batches, select)
+
+
+def _glob_path(shown: bytes, cwd: bytes) -> bytes:
+    if shown.startswith(b"./"):
+        return shown[2:]
+    if shown.startswith(cwd):
+        return shown[len(cwd) :]
+    return shown

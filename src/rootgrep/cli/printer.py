@@ -1,0 +1,126 @@
+"""``rootgrep grep``'s output, as rg prints it: match and context lines, -l, -c, -o, --json."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..confine import display
+from ..grep import (
+    FileMatches,
+    LineMatch,
+)
+
+TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    import argparse
+    from typing import BinaryIO
+
+    from .targets import Target
+
+
+OMITTED_MATCH = b"[Omitted long matching line]"  # rg 14's words for a line over -M
+
+
+OMITTED_CONTEXT = b"[Omitted long context line]"
+
+
+class Sink:
+    """Prints what ``rg -n --sort path`` prints: ``path:line:text``; context lines as
+    ``path-line-text`` with ``--`` between groups that do not touch; ``-l`` paths; ``-c``
+    ``path:N``. Without a file name (one file PATH): ``line:text``, ``N``. ``--json``: see
+    the flag's help."""
+
+    def __init__(self, out: BinaryIO, args: argparse.Namespace, context: int, names: bool) -> None:
+        self.out = out
+        self.mode: str = args.mode or "content"
+        self.json: bool = args.json
+        self.context = context
+        self.max_columns: int = args.max_columns
+        self.with_filename = names
+        self.target: Target | None = None
+        self.first = True
+        self.max_count: int | None = args.max_count
+        self.shown = 0  # files with a line shown (-m 0 shows none)
+
+    def __call__(self, fm: FileMatches) -> bool:
+        assert self.target is not None
+        path = self.target.shown(fm.path)
+        w = self.out.write
+        late: list[LineMatch] = []  # (-m: matches past NUM, shown only as context)
+        if self.max_count is not None and len(fm.matches) > self.max_count:
+            late = fm.matches[self.max_count :]
+            fm = FileMatches(fm.path, fm.matches[: self.max_count])
+        if not fm.matches:
+            return True
+        self.shown += 1
+        if self.json:
+            self._json(fm)
+        elif self.mode == "files":
+            w(path + b"\n")
+        elif self.mode == "count":
+            n = b"%d" % len(fm.matches)
+            w(path + b":" + n + b"\n" if self.with_filename else n + b"\n")
+        else:
+            self._content(path, fm, late)
+        return True
+
+    def _line(self, path: bytes, n: int, text: bytes, is_match: bool) -> bytes:
+        sep = b":" if is_match else b"-"
+        if self.max_columns and len(text) + 1 > self.max_columns:
+            # (rg counts the line terminator; a last line without one is counted as if it
+            # had one here)
+            text = OMITTED_MATCH if is_match else OMITTED_CONTEXT
+        if self.with_filename:
+            return b"%s%s%d%s%s\n" % (path, sep, n, sep, text)
+        return b"%d%s%s\n" % (n, sep, text)
+
+    def _content(self, path: bytes, fm: FileMatches, late: Sequence[LineMatch] = ()) -> None:
+        w = self.out.write
+        if not self.context:
+            for lm in fm.matches:
+                w(self._line(path, lm.line, lm.text, True))
+            return
+        lines: dict[int, tuple[bytes, bool]] = {}
+        for lm in fm.matches:
+            for i, t in enumerate(lm.before):
+                lines.setdefault(lm.line - len(lm.before) + i, (t, False))
+            lines[lm.line] = (lm.text, True)
+            for i, t in enumerate(lm.after):
+                lines.setdefault(lm.line + 1 + i, (t, False))
+        for lm in late:  # (a match past -m's NUM within the context shown: as rg, a match)
+            if lm.line in lines:
+                lines[lm.line] = (lm.text, True)
+        prev = None
+        for n in sorted(lines):
+            if (prev is not None and n != prev + 1) or (prev is None and not self.first):
+                w(b"--\n")
+            text, is_match = lines[n]
+            w(self._line(path, n, text, is_match))
+            prev = n
+        self.first = False
+
+    def _json(self, fm: FileMatches) -> None:
+        import json
+
+        assert self.target is not None
+        root = self.target.root.identity()
+        path = display(fm.path)
+        if self.mode != "content":
+            rec: dict[str, object] = {
+                "root": root,
+                "path": path,
+                "matches": len(fm.matches),
+            }
+            self.out.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+            return
+        for lm in fm.matches:
+            rec = {
+                "root": root,
+                "path": path,
+                "line": lm.line,
+                "column": lm.column,
+                "text": lm.text.decode("utf-8", "replace"),
+                "before": [b.decode("utf-8", "replace") for b in lm.before],
+                "after": [a.decode("utf-8", "replace") for a in lm.after],
+            }
+            self.out.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
