@@ -32,7 +32,9 @@ def test_the_table_is_the_parsers_own() -> None:
     for action in rg_flags.grep_parser()._actions:
         if isinstance(action, argparse._HelpAction) or not action.option_strings:
             continue
-        if type(action) in KINDS:
+        if type(action) is argparse._AppendAction and action.type is not None:
+            how = action.type("x")[0]  # (-t/-T: "select"/"negate", appended with the value)
+        elif type(action) in KINDS:
             how = KINDS[type(action)]
         elif action.choices is not None:
             how = tuple(action.choices)
@@ -71,6 +73,9 @@ TAKEN = [
     ["--line-number", "--with-filename", "--no-filename", "--count", "--files-with-matches", "x"],
     ["--case-sensitive", "--smart-case", "--context", "2", "--before-context", "1", "x"],
     ["--max-columns", "+7", "--threads=1_0", "x"],
+    ["-t", "py", "-T", "md", "--type=rust", "--type-not=c", "-v", "-o", "x"],
+    ["--type-list"],
+    ["--invert-match", "--only-matching", "x", "-t", "all"],
 ]
 
 
@@ -103,6 +108,8 @@ LEFT_TO_ARGPARSE = [
     ["--cache-dir", "--stats", "x"],
     ["x", "--cache-dir"],
     ["--bogus", "x"],
+    ["-tpy", "x"],  # (a value attached to a short flag)
+    ["-t", "-x", "y"],
 ]
 
 

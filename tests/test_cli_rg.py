@@ -310,3 +310,72 @@ def test_unrestricted_equals_ripgrep(tree: Path, args: list[str]) -> None:
 def test_uuu_is_refused_as_binary_files_are_never_searched(tree: Path) -> None:
     mine, _ = run_both(["-uuu", "import os"], tree)
     assert (mine.returncode, mine.stdout) == (2, b"") and b"binary" in mine.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-v", "import", "json"],
+        ["-v", "-C", "1", "^import", "json/tool.py"],
+        ["-v", "-c", "o", "odd"],
+        ["-v", "-l", "import", "odd"],
+        ["-v", "-m", "1", "-A", "1", "import", "odd"],
+        ["-v", "-w", "cls", "odd/words.txt"],
+        ["-v", "", "odd"],  # (every line matches: nothing, exit 1)
+        ["-o", r"recursion\w+"],
+        ["-o", "-w", "-i", "cls", "odd"],
+        ["-o", "-C", "1", "-e", "import", "-e", "os", "odd"],
+        ["-o", "-c", "o", "odd"],
+        ["-o", "-v", "-c", "import", "odd"],
+        ["-o", "-v", "import", "odd"],
+        ["-o", "-m", "1", "s", "odd/crlf.txt"],
+        ["-o", "-M", "4", "[^ ]+", "odd/words.txt"],
+        ["-o", "-F", "-i", "é", "odd/words.txt"],
+        ["-o", "x?", "odd/words.txt"],  # (empty matches, one a byte, after a match none)
+    ],
+    ids=[
+        "v", "v-context", "v-count", "v-files", "v-max-count", "v-word", "v-every-line",
+        "o", "o-word", "o-context", "o-count", "o-v-count", "o-v", "o-max-count",
+        "o-max-columns", "o-fixed-multibyte", "o-empty",
+    ],
+)  # fmt: skip
+def test_invert_and_only_matching_equal_ripgrep(tree: Path, args: list[str]) -> None:
+    """``-v`` (the lines without a match; context: the matching lines around) and ``-o``
+    (each match alone; ``-c -o`` counts matches, 0 with ``-v``), beside rg."""
+    mine, ref = run_both(args, tree)
+    assert ref.stdout or ref.returncode == 1, ref.stderr
+    assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), mine.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-t", "py", "-c", "import os"],
+        ["-tpy", "--type=txt", "-l", "import"],
+        ["-T", "py", "-c", "import"],
+        ["--type-not", "py", "--type", "txt", "-l", "import"],
+        ["-t", "all", "-T", "py", "-l", "import"],
+        ["-t", "py", "-T", "py", "import"],  # (nothing searched: exit 2)
+        ["-g", "*.txt", "-T", "txt", "-l", "import"],  # (a -g verdict comes first)
+        ["-g", "!json", "-t", "py", "-l", "import"],
+        ["-t", "txt", "-l", "import", "json/decoder.py", "odd"],  # (a file PATH: searched)
+        ["--files", "-t", "txt"],
+        ["--files", "-T", "py", "json", "odd"],
+        ["--type-list"],
+    ],
+    ids=[
+        "t", "t-two", "T", "T-then-t", "all-but", "t-T-same", "glob-first", "glob-dir-and-t",
+        "file-path", "files-t", "files-T", "type-list",
+    ],
+)  # fmt: skip
+def test_file_types_equal_ripgrep(tree: Path, args: list[str]) -> None:
+    mine, ref = run_both(args, tree)
+    assert ref.stdout or ref.returncode == 2, ref.stderr
+    assert (mine.returncode, mine.stdout) == (ref.returncode, ref.stdout), mine.stderr
+
+
+def test_an_unknown_type_is_refused_as_rg_refuses_it(tree: Path) -> None:
+    mine, ref = run_both(["-t", "nosuchtype", "import"], tree)
+    assert mine.returncode == ref.returncode == 2 and mine.stdout == ref.stdout == b""
+    assert b"unrecognized file type: nosuchtype" in mine.stderr
+    assert b"unrecognized file type: nosuchtype" in ref.stderr

@@ -45,7 +45,9 @@ class GrepQuery:
     This module's classes are plain classes, not dataclasses: the ``dataclasses`` import and
     0.2 ms per class made are a fifth of the CLI's start-up, and a CLI grep loads them all."""
 
-    __slots__ = ("after", "before", "case_sensitive", "context", "pattern", "regex", "whole_word")
+    __slots__ = (
+        "after", "before", "case_sensitive", "context", "invert", "pattern", "regex", "whole_word",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -56,6 +58,7 @@ class GrepQuery:
         context: int = 0,
         before: int = -1,  # -1: as ``context``
         after: int = -1,
+        invert: bool = False,
     ) -> None:
         self.pattern = pattern
         self.regex = regex
@@ -64,12 +67,13 @@ class GrepQuery:
         self.context = context
         self.before = context if before < 0 else before
         self.after = context if after < 0 else after
+        self.invert = invert  # (the CLI's -v: the lines that do not match are the matches)
 
     def __repr__(self) -> str:
         return (
             f"GrepQuery({self.pattern!r}, regex={self.regex}, case_sensitive="
             f"{self.case_sensitive}, whole_word={self.whole_word}, before={self.before}, "
-            f"after={self.after})"
+            f"after={self.after}, invert={self.invert})"
         )
 
 
@@ -400,6 +404,7 @@ class Matcher:
                 "each line of it separately (for any character, use .)"
             )
         self.query = q
+        self.invert = q.invert
         raw = q.pattern.encode("utf-8", "surrogateescape")
         self._literal: bytes | None = None
         self.prefilter: bytes | None = None
@@ -407,7 +412,7 @@ class Matcher:
         self._m: Any = None
         # texts may be joined and scanned at once unless the pattern anchors on the whole text
         # (\A, \z) or changes flags inline (e.g. turning multi-line off)
-        self.joinable = (
+        self.joinable = not q.invert and (  # (-v: a file without a match has every line)
             not q.regex
             or ("\\" not in q.pattern and "(" not in q.pattern)  # (neither can be there)
             or _whole_text().search(q.pattern) is None
@@ -489,6 +494,29 @@ class Matcher:
         if self.prefilter is not None:
             return self.prefilter in buf
         return self._m(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
+
+
+def match_spans(m: Matcher, line: bytes) -> list[tuple[int, int]]:
+    """Each match of one line (without its terminator), left to right, as rg's ``-o``
+    prints them: a search goes on from the end of the last match; an empty match right where
+    the last one ended is skipped, and after an empty match the search steps one byte."""
+    out: list[tuple[int, int]] = []
+    n = len(line)
+    pos, last_end = 0, -1
+    while pos <= n:
+        span = m.find(line, pos)
+        if span is None:
+            break
+        s, e = span
+        if s < e:
+            out.append((s, e))
+            pos = last_end = e
+            continue
+        if s != last_end:
+            out.append((s, e))
+            last_end = e
+        pos = s + 1  # (one byte, as rg: an empty match may fall inside a character)
+    return out
 
 
 def _literal_scan(literal: bytes) -> Any:
@@ -634,6 +662,15 @@ def search_file(
 ) -> FileMatches | None:
     """One file's matches within the sink's room (None when it has none)."""
     r = room(path) if room is not None else None
+    if m.invert:
+        lines = search_inverted(m, text, m.query.before, m.query.after, cancelled)
+        if not lines:
+            return None
+        return (
+            FileMatches(path, [], count=len(lines))
+            if r is not None and r.count
+            else (FileMatches(path, lines))
+        )
     if r is not None and r.count:
         n = count_lines(m, text, cancelled)
         return FileMatches(path, [], count=n) if n else None
@@ -645,6 +682,29 @@ def search_file(
         len(lines) == r.matches or (r.bytes >= 0 and sum(_held(lm) for lm in lines) > r.bytes)
     )
     return FileMatches(path, lines, cut)
+
+
+def search_inverted(
+    m: Matcher,
+    buf: bytes,
+    before: int = 0,
+    after: int = 0,
+    cancelled: Callable[[], bool] | None = None,
+) -> list[LineMatch]:
+    """Every line of ``buf`` that does not match (``-v``), each with up to ``before`` and
+    ``after`` lines of context (the matching lines around it), offset 0."""
+    matching = {lm[0] for lm in search_buffer(m, buf, 0, None, cancelled)}
+    lines = buf.split(b"\n")
+    if not buf or buf.endswith(b"\n"):
+        lines.pop()  # (nothing after the final line terminator)
+    out: list[LineMatch] = []
+    for i, text in enumerate(lines):
+        if i + 1 in matching:
+            continue
+        lines_b = tuple(lines[max(0, i - before) : i]) if before else ()
+        lines_a = tuple(lines[i + 1 : i + 1 + after]) if after else ()
+        out.append(_new_match(LineMatch, (i + 1, 0, text, lines_b, lines_a)))
+    return out
 
 
 def _held(lm: LineMatch) -> int:
@@ -808,7 +868,7 @@ def search_chunk(
                 raise Cancelled
             # (an index's candidates: most of them hold every trigram of the literal but not
             # the literal, and one RE2 scan says so faster than the search's bytes.find)
-            if not (m.could_match(text) if join else m.may_match(text)):
+            if not m.invert and not (m.could_match(text) if join else m.may_match(text)):
                 continue
             fm = search_file(m, path, text, room, cancelled)
             if fm is not None:

@@ -35,8 +35,14 @@ def grep(args: argparse.Namespace) -> int:
     patterns: list[str] = list(args.patterns)
     paths: list[str] = list(args.args)
     _unrestrict(args)
+    if args.type_list:
+        from .file_types import type_list
+
+        sys.stdout.write(type_list())
+        return 0
+    rules = _FileRules.of(args)
     if args.files:
-        return _list_files(args, paths)
+        return _list_files(args, paths, rules)
     if not patterns:
         if not paths:
             raise SystemExit("rootgrep: give a PATTERN (or -e PATTERN); see rootgrep grep -h")
@@ -50,11 +56,10 @@ def grep(args: argparse.Namespace) -> int:
         matcher = Matcher(_query_of(patterns, args, before, after))
     except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
         raise InvalidPattern(e.message.replace("pass fixed_strings=true", "pass -F")) from None
-    rules = _GlobRules(args.globs) if args.globs else None
     out = _stdout_blocks()
     given = paths or ["."]
     # (-H/-I say; else a path is printed unless one file PATH alone is searched, see below)
-    sink = Sink(out, args, before or after, args.with_filename is not False)
+    sink = Sink(out, args, before or after, args.with_filename is not False, matcher)
     matched = searched = files_matched = listed = 0
     used: list[tuple[str, _Source]] = []
     failed = False
@@ -73,7 +78,7 @@ def grep(args: argparse.Namespace) -> int:
                 source = _Source(args, target, matcher)
                 batches = source.batches if source.batches is not None else walker.batches()
                 if rules is not None and not target.is_file:  # (a file PATH: always searched)
-                    batches = _glob_batches(batches, target, rules)
+                    batches = _filtered(batches, target, rules)
                 try:
                     stats = run_grep(
                         matcher,
@@ -104,7 +109,7 @@ def grep(args: argparse.Namespace) -> int:
         # as rg: searching the working directory found no file at all (an error, status 2)
         print(
             "rootgrep: no files were searched: they are hidden, ignored or excluded by -g "
-            "(see --hidden, --no-ignore)",
+            "or -t/-T (see --hidden, --no-ignore)",
             file=sys.stderr,
         )
         return 2
@@ -129,11 +134,10 @@ def _unrestrict(args: argparse.Namespace) -> None:
         args.hidden = True
 
 
-def _list_files(args: argparse.Namespace, paths: list[str]) -> int:
+def _list_files(args: argparse.Namespace, paths: list[str], rules: _FileRules | None) -> int:
     """``--files``: the files a search of the PATHs would read, printed as rg prints them
     (walk order, which is rg's ``--sort path``; binary and large files too, as rg lists
     them); exit 0 when one was printed, 1 when none, 2 on an error."""
-    rules = _GlobRules(args.globs) if args.globs else None
     out = _stdout_blocks()
     printed, failed = 0, False
     errors: list[str] = []
@@ -144,7 +148,7 @@ def _list_files(args: argparse.Namespace, paths: list[str]) -> int:
                 walker = Walker(target.root.fs, target.start, options)
                 batches: Iterator[DirBatch] = walker.batches()
                 if rules is not None and not target.is_file:
-                    batches = _glob_batches(batches, target, rules)
+                    batches = _filtered(batches, target, rules)
                 for batch in batches:
                     with batch:
                         for fe in batch.files:
@@ -182,6 +186,8 @@ class _Source:
         self.why = ""
         if args.no_index:
             self.why = "--no-index"
+        elif args.invert_match:
+            self.why = "-v (any file may hold a line without a match)"
         elif target.is_file:
             self.why = "a file PATH is read directly"
         elif args.hidden or args.no_ignore:
@@ -299,32 +305,55 @@ def _query_of(patterns: list[str], args: argparse.Namespace, before: int, after:
         whole_word=args.word_regexp,
         before=before,
         after=after,
+        invert=args.invert_match,
     )
 
 
-class _GlobRules:
-    """rg's -g rules: the last GLOB that matches a path itself decides (``!GLOB`` excludes);
-    a directory a ``!GLOB`` matches is pruned with everything below it; with any GLOB not
-    starting with ``!``, a file no GLOB selects is not searched (directories are entered)."""
+class _FileRules:
+    """Which files rg's -g and -t/-T select. -g first: the last GLOB that matches a path
+    itself decides (``!GLOB`` excludes); a directory a ``!GLOB`` matches is pruned with
+    everything below it; with any GLOB not starting with ``!``, a file no GLOB selects is not
+    searched (directories are entered). Where no GLOB decides, the types do, on the file's
+    name: the last -t/-T whose globs match it; with a -t, a file none matches is not
+    searched. (Directories are never judged by type.)"""
 
-    def __init__(self, globs: list[str]) -> None:
-        from ..globs import Globs  # (pathspec: imported only when -g is given)
-
-        self.globs = Globs(globs, "glob")
+    def __init__(self, globs: list[str], types: list[tuple[str, str]]) -> None:
+        self.globs = None
         self.whitelist = any(not g.startswith("!") for g in globs)
+        if globs:
+            from ..globs import Globs  # (pathspec: imported only when -g is given)
+
+            self.globs = Globs(globs, "glob")
+        self.types = None
+        if types:
+            from .file_types import FileTypes, UnknownType
+
+            try:
+                self.types = FileTypes(types)
+            except UnknownType as e:
+                raise SystemExit(f"rootgrep: {e}") from None
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> _FileRules | None:
+        return cls(args.globs, args.types) if args.globs or args.types else None
 
     def pruned(self, directory: bytes) -> bool:
-        return self.globs.verdict(directory, is_dir=True) is False
+        return self.globs is not None and self.globs.verdict(directory, is_dir=True) is False
 
     def selected(self, path: bytes) -> bool:
-        v = self.globs.verdict(path)
-        return not self.whitelist if v is None else v
+        if self.globs is not None:
+            v = self.globs.verdict(path)
+            if v is not None:
+                return v
+            if self.whitelist:
+                return False
+        if self.types is not None:
+            return self.types.verdict(os.fsdecode(path.rpartition(b"/")[2])) is not False
+        return True
 
 
-def _glob_batches(
-    batches: Iterator[DirBatch], target: Target, rules: _GlobRules
-) -> Iterator[DirBatch]:
-    """The walk's batches with only the files the globs select. rg matches a glob against
+def _filtered(batches: Iterator[DirBatch], target: Target, rules: _FileRules) -> Iterator[DirBatch]:
+    """The walk's batches with only the files the rules select. rg matches a glob against
     the path as printed, without a leading ``./`` and with the working directory taken off
     an absolute path below it; each directory below the PATH is judged on its own."""
     cwd = os.fsencode(os.getcwd()).rstrip(b"/") + b"/"

@@ -8,6 +8,8 @@ from ..confine import display
 from ..grep import (
     FileMatches,
     LineMatch,
+    Matcher,
+    match_spans,
 )
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
@@ -30,7 +32,14 @@ class Sink:
     ``path:N``. Without a file name (one file PATH): ``line:text``, ``N``. ``--json``: see
     the flag's help."""
 
-    def __init__(self, out: BinaryIO, args: argparse.Namespace, context: int, names: bool) -> None:
+    def __init__(
+        self,
+        out: BinaryIO,
+        args: argparse.Namespace,
+        context: int,
+        names: bool,
+        matcher: Matcher | None = None,
+    ) -> None:
         self.out = out
         self.mode: str = args.mode or "content"
         self.json: bool = args.json
@@ -41,6 +50,10 @@ class Sink:
         self.first = True
         self.max_count: int | None = args.max_count
         self.shown = 0  # files with a line shown (-m 0 shows none)
+        self.invert: bool = args.invert_match
+        # -o: each match of a line printed alone (-v prints whole lines, as rg)
+        self.only_flag: bool = args.only_matching
+        self.only: Matcher | None = matcher if self.only_flag and not self.invert else None
 
     def __call__(self, fm: FileMatches) -> bool:
         assert self.target is not None
@@ -58,15 +71,32 @@ class Sink:
         elif self.mode == "files":
             w(path + b"\n")
         elif self.mode == "count":
-            n = b"%d" % len(fm.matches)
+            n = b"%d" % self._count(fm.matches)
             w(path + b":" + n + b"\n" if self.with_filename else n + b"\n")
         else:
             self._content(path, fm, late)
         return True
 
+    def _count(self, matches: list[LineMatch]) -> int:
+        """-c's number: matching lines; with -o the matches in them (as rg: 0 with -v)."""
+        if not self.only_flag:
+            return len(matches)
+        if self.only is None:  # (-o -v)
+            return 0
+        return sum(len(match_spans(self.only, lm.text)) for lm in matches)
+
     def _line(self, path: bytes, n: int, text: bytes, is_match: bool) -> bytes:
+        if is_match and self.only is not None:
+            return b"".join(self._one_line(path, n, text[s:e], True, True)
+                            for s, e in match_spans(self.only, text))  # fmt: skip
+        return self._one_line(path, n, text, is_match, False)
+
+    def _one_line(self, path: bytes, n: int, text: bytes, is_match: bool, alone: bool) -> bytes:
         sep = b":" if is_match else b"-"
-        if self.max_columns and len(text) + 1 > self.max_columns:
+        if alone:  # (-o: a match longer than -M's N; rg counts no terminator then)
+            if self.max_columns and len(text) > self.max_columns:
+                text = OMITTED_MATCH
+        elif self.max_columns and len(text) + 1 > self.max_columns:
             # (rg counts the line terminator; a last line without one is counted as if it
             # had one here)
             text = OMITTED_MATCH if is_match else OMITTED_CONTEXT

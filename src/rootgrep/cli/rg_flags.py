@@ -88,6 +88,19 @@ def grep_parser() -> argparse.ArgumentParser:
             help=what + " (last wins)",
         )
     g.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
+    g.add_argument(
+        "-v",
+        "--invert-match",
+        action="store_true",
+        help="show the lines that do not match (always a live scan)",
+    )
+    g.add_argument(
+        "-o",
+        "--only-matching",
+        action="store_true",
+        help="print each match of a line on a line of its own (with -c: count matches; "
+        "--json still gives whole lines)",
+    )
     for flags, dest, what in (
         (("-A", "--after-context"), "after", "after"),
         (("-B", "--before-context"), "before", "before"),
@@ -136,6 +149,32 @@ def grep_parser() -> argparse.ArgumentParser:
         help="search only files matching GLOB (gitignore style, matched against the path "
         "as printed, without a leading ./); !GLOB excludes; repeatable, the last match "
         "wins; files given as PATH are always searched",
+    )
+    g.add_argument(
+        "-t",
+        "--type",
+        action="append",
+        default=[],
+        dest="types",
+        type=_selected,
+        metavar="TYPE",
+        help="search only files of TYPE (rg's types, matched on the file name: see "
+        "--type-list; `all`: every type); repeatable, with -T the last that matches wins",
+    )
+    g.add_argument(
+        "-T",
+        "--type-not",
+        action="append",
+        default=[],
+        dest="types",
+        type=_negated,
+        metavar="TYPE",
+        help="do not search files of TYPE",
+    )
+    g.add_argument(
+        "--type-list",
+        action="store_true",
+        help="print the file types -t and -T know, with their globs, and exit",
     )
     g.add_argument(
         "--files",
@@ -221,9 +260,18 @@ def grep_parser() -> argparse.ArgumentParser:
     return g
 
 
+def _selected(name: str) -> tuple[str, str]:
+    return ("select", name)
+
+
+def _negated(name: str) -> tuple[str, str]:
+    return ("negate", name)
+
+
 # ``rootgrep grep``'s flags as ``grep_parser`` declares them, for ``quick_grep_args``: each
 # option string → (dest, how, const); how is "const" (store ``const``), "append", "str",
-# "int" (take a value) or a tuple of the choices. test_cli_quick_args keeps this table and
+# "int" (take a value), "select"/"negate" (append ``(how, value)``: -t/-T, in order) or a
+# tuple of the choices. test_cli_quick_args keeps this table and
 # the defaults equal to the parser's actions.
 GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
     name: (dest, how, const)
@@ -234,6 +282,8 @@ GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
         (("-s", "--case-sensitive"), "case", "const", "sensitive"),
         (("-S", "--smart-case"), "case", "const", "smart"),
         (("-w", "--word-regexp"), "word_regexp", "const", True),
+        (("-v", "--invert-match"), "invert_match", "const", True),
+        (("-o", "--only-matching"), "only_matching", "const", True),
         (("-A", "--after-context"), "after", "int", None),
         (("-B", "--before-context"), "before", "int", None),
         (("-C", "--context"), "context", "int", None),
@@ -241,6 +291,9 @@ GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
         (("-l", "--files-with-matches"), "mode", "const", "files"),
         (("-c", "--count"), "mode", "const", "count"),
         (("-g", "--glob"), "globs", "append", None),
+        (("-t", "--type"), "types", "select", None),
+        (("-T", "--type-not"), "types", "negate", None),
+        (("--type-list",), "type_list", "const", True),
         (("--files",), "files", "const", True),
         (("-u", "--unrestricted"), "unrestricted", "count", None),
         (("--hidden",), "hidden", "const", True),
@@ -267,7 +320,8 @@ GREP_FLAGS: dict[str, tuple[str, Any, Any]] = {
 GREP_DEFAULTS: dict[str, Any] = {
     "args": [], "patterns": [], "fixed_strings": False, "case": None, "word_regexp": False,
     "after": None, "before": None, "context": None, "mode": None, "globs": [], "files": False,
-    "max_count": None, "unrestricted": 0,
+    "max_count": None, "unrestricted": 0, "invert_match": False, "only_matching": False,
+    "types": [], "type_list": False,
     "hidden": False, "no_ignore": False, "json": False, "max_columns": 0,
     "with_filename": None, "line_number": False, "no_heading": False, "sort": None,
     "max_file_size": DEFAULT_MAX_FILE_SIZE, "symlinks": "within", "no_index": False,
@@ -313,6 +367,8 @@ def quick_grep_args(argv: list[str]) -> Any:
             i += 1
         if how == "append":
             values[dest].append(value)
+        elif how in ("select", "negate"):
+            values[dest].append((how, value))
         elif how == "str":
             values[dest] = value
         elif how == "int":
