@@ -8,7 +8,7 @@ PORT   ?= 8765
 # the checkout is served unless ARGS names its own roots (`make run ARGS="--root X"`)
 RUN_ROOT = $(if $(filter --root --root=%,$(ARGS)),,--root "$(CURDIR)")
 
-.PHONY: install run test bench bench-growth bench-edits kill-loop lint format clean
+.PHONY: install dist run test bench bench-growth bench-edits kill-loop lint format clean
 
 install: $(STAMP)
 
@@ -17,6 +17,14 @@ $(STAMP): pyproject.toml scripts/rootgrep
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
+
+# the sdist and the wheel (built from the sdist, which so holds all it needs) in dist/, offline:
+# no build isolation, the backend is this venv's pinned setuptools; `pip install dist/*.whl`,
+# `pipx install dist/*.whl` or `uv tool install dist/*.whl` then give a `rootgrep` command
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	@rm -rf src/rootgrep.egg-info  # (the sdist step's, beside the package)
 
 # exec: the server replaces the recipe's shell, so it is make's own child and the SIGTERM
 # or SIGINT that stops make reaches it; --exit-with-parent: even a make killed by SIGKILL
@@ -79,4 +87,4 @@ format: install
 	$(BIN)/ruff check --fix src tests benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .benchmarks
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .benchmarks
