@@ -42,6 +42,7 @@ from .. import confine
 from ..confine import Beneath
 from ..digest import sha256
 from ..errors import InvalidPath, RootgrepError
+from .reading import read_whole
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
@@ -363,7 +364,8 @@ class CachedIndex:
     def summary(self) -> tuple[int, int, int, int, float | None]:
         """(files indexed, bytes of text, files pending, files bare, synced_at) from its state
         file; a bare file has its trigrams only (a build interrupted between its commits)."""
-        from .state import decode_state, read_together  # (state imports this module)
+        # (here: a CLI grep asking a daemon opens the cache but decodes no state)
+        from .state import decode_state, read_together
 
         data, journal = None, b""
         if self.cache is not None:
@@ -610,24 +612,6 @@ class IndexFolder:
 def _release(fs: Beneath, lock_fd: int) -> None:
     os.close(lock_fd)  # (releases the shared lock)
     fs.close()
-
-
-def read_whole(fs: Beneath, name: bytes) -> bytes | None:
-    """A regular file beneath ``fs``, whole (never through a link); None if it is not one."""
-    try:
-        fd = fs.open([name], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except (OSError, RootgrepError):
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
-            return None
-        data, _ = confine.read_fd(fd, st.st_size, 1 << 40)
-        return data
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _json(data: bytes | None) -> dict[str, Any] | None:
