@@ -49,9 +49,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-# The layout of an index folder's contents (``store.py``, which re-exports it and holds its
-# history); bumped with any change to it. Here, not there: a CLI grep that asks a daemon names
-# the folder without importing the store (and tantivy).
+# The layout of an index folder's contents (``fields.py``'s fields, ``state.py``'s files);
+# bumped with any change to it. Here: a CLI grep that asks a daemon names the folder without
+# importing the store (and tantivy). Its history:
+# 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
+# 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag;
+# 6: no stored copy of the files (snippets and grep read the files themselves), and no
+# positions (phrases are checked on the files); 7: one ``sym`` field for every symbol name
+# (``defs`` and ``main`` folded into it), symbols stored compactly, without signatures;
+# 8: ``content`` cut by the simple tokenizer over ``word_text`` (``_`` stored as ``WORD_JOIN``);
+# 9: a large file's trigrams in pieces cut at line ends (``tri_pieces``: part documents);
+# 10: every file's trigrams in part documents only (its main document holds none), so a
+# build commits them first, ready for grep, and its words and symbols after (``_complete_locked``);
+# 11: a file's key holds its ctime (``state.Entry``: an edit that keeps the size and sets the
+# mtime back is seen); 12: ``parts``, the sub-words of the compound names a file defines
 SCHEMA_VERSION = 12
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
