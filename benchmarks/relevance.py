@@ -25,7 +25,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from rootgrep.index.store import RootIndex, parse_search
+from rootgrep.index.search_syntax import parse_search
+from rootgrep.index.store import RootIndex
 from rootgrep.roots import pin_root
 from rootgrep.walker import order_key
 

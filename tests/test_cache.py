@@ -19,7 +19,8 @@ from rootgrep.errors import InvalidPath
 from rootgrep.index.cache import SCHEMA_VERSION, CacheDir, CacheUnusable, folder_name
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.plan import plan
-from rootgrep.index.store import RootIndex, index_dir_for, parse_search, prune_cache
+from rootgrep.index.search_syntax import parse_search
+from rootgrep.index.store import RootIndex, index_dir_for, prune_cache
 from rootgrep.roots import pin_root
 from support import MARKER, ROOTGREP, assert_no_marker, checksum
 

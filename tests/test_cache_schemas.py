@@ -36,7 +36,7 @@ WORKER = textwrap.dedent(
     from rootgrep.roots import pin_root
 
     tree, cache_dir, schema, word = sys.argv[1:5]
-    cache.SCHEMA_VERSION = store.SCHEMA_VERSION = int(schema)
+    cache.SCHEMA_VERSION = int(schema)
     r = pin_root(tree)
     ix = store.RootIndex(cache_dir, r.path, hold_writer=True, identity=r.fs.identity())
     print("ready", flush=True)

@@ -18,16 +18,8 @@ from hypothesis import strategies as st
 
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.plan import Q
-from rootgrep.index.store import (
-    STATE_FILE,
-    Entry,
-    RootIndex,
-    _dir_bytes,
-    index_dir_for,
-    prune_cache,
-    read_state,
-    write_state,
-)
+from rootgrep.index.state import STATE_FILE, Entry, read_state, write_state
+from rootgrep.index.store import RootIndex, _dir_bytes, index_dir_for, prune_cache
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 from rootgrep.walker import list_files

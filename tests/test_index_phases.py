@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from rootgrep.index import store as store_mod
+from rootgrep.index import cache as cache_mod
+from rootgrep.index import completing
 from rootgrep.index.plan import plan
+from rootgrep.index.search_syntax import parse_search
 from rootgrep.index.state import (
     Entries,
     Entry,
@@ -27,7 +29,7 @@ from rootgrep.index.state import (
     encode_state,
     replay,
 )
-from rootgrep.index.store import RootIndex, parse_search
+from rootgrep.index.store import RootIndex
 from rootgrep.roots import Root, pin_root
 from support import MARKER, assert_no_marker
 
@@ -301,14 +303,14 @@ def test_a_cancel_stops_the_second_commit_between_two_files_of_one_directory(
     r = pin_root(str(top))
     ix = RootIndex(str(tmp_path / "cache"), r.path)
     second, read = threading.Event(), []
-    real = store_mod.text_of
+    real = completing.text_of
 
     def counted(data: bytes) -> str:  # (what the second commit does with each file it reads)
         if second.is_set():
             read.append(1)
         return real(data)
 
-    monkeypatch.setattr(store_mod, "text_of", counted)
+    monkeypatch.setattr(completing, "text_of", counted)
     try:
         ix.sync(r.fs, cancelled=lambda: len(read) >= 3, grep_ready=second.set)
         assert len(read) == 3 and len(ix.bare_paths()) == len(files)
@@ -472,7 +474,7 @@ def test_no_main_document_holds_trigrams(tmp_path: Path) -> None:
             (Occur.MustNot, Query.term_query(ix.schema, "part", 1)),
         ])  # fmt: skip
         assert searcher.search(main_with_tri, limit=10).hits == []
-        assert store_mod.SCHEMA_VERSION >= 10
+        assert cache_mod.SCHEMA_VERSION >= 10
     finally:
         ix.close()
         r.close()

@@ -14,7 +14,9 @@ import pytest
 from rootgrep.grep import text_of
 from rootgrep.index.manager import IndexManager
 from rootgrep.index.plan import Q, plan
-from rootgrep.index.store import PIECE_CHARS, PIECE_OVER, RootIndex, parse_search, tri_pieces
+from rootgrep.index.search_syntax import parse_search
+from rootgrep.index.store import RootIndex
+from rootgrep.index.trigrams import PIECE_CHARS, PIECE_OVER, tri_pieces
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 from support import RG, rg_matches
@@ -329,7 +331,7 @@ def test_part_documents_leave_searchs_scores_as_one_document_per_file_gives_them
     (tree / "b.py").write_text("import os\nimport sys\n" + "y = 2\n" * 3)
     (tree / "c.py").write_text("import sys\n" * 3)
     with_pieces = ranked(tmp_path, tree, "c1", "import os")
-    monkeypatch.setattr("rootgrep.index.store.tri_pieces", lambda text: [text])
+    monkeypatch.setattr("rootgrep.index.trigrams.tri_pieces", lambda text: [text])
     one_each = ranked(tmp_path, tree, "c2", "import os")
     assert with_pieces == one_each  # (on rootgrep's own src/: 13 of 15 queries reordered)
 

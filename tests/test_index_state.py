@@ -13,8 +13,10 @@ from pathlib import Path
 
 from rootgrep.index import state as state_mod
 from rootgrep.index.plan import Q
+from rootgrep.index.search_syntax import parse_search
 from rootgrep.index.state import JOURNAL_FILE, STATE_FILE, read_state
-from rootgrep.index.store import RootIndex, WriterBusy, parse_search
+from rootgrep.index.store import RootIndex
+from rootgrep.index.writer import WriterBusy
 from rootgrep.roots import Root, pin_root
 from rootgrep.walker import list_files
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from rootgrep.index.cache import SCHEMA_VERSION
 from rootgrep.index.manager import IndexManager
-from rootgrep.index.store import SCHEMA_VERSION, RootIndex, parse_search
+from rootgrep.index.search_syntax import parse_search
+from rootgrep.index.store import RootIndex
 from rootgrep.roots import Root, pin_root
 from rootgrep.service import Service, Settings, Token
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from rootgrep.index import completing
 from rootgrep.index import parse as parse_mod
-from rootgrep.index import store as store_mod
 from rootgrep.index.parse import (
     MAX_REPLY,
     ParseHelper,
@@ -80,7 +80,7 @@ def built(tmp_path: Path, name: str, tree: Path) -> tuple[dict[bytes, Any], bool
 @pytest.fixture
 def helped(monkeypatch: pytest.MonkeyPatch) -> None:
     """A helper for every build, however small, and small chunks (many round trips)."""
-    monkeypatch.setattr(store_mod, "HELPER_MIN_BYTES", 0)
+    monkeypatch.setattr(completing, "HELPER_MIN_BYTES", 0)
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 16 * 1024)
     monkeypatch.delenv("ROOTGREP_PARSE_HELPER", raising=False)
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rootgrep.index.plan import ALL, EXTRA_FOLDS, plan, text_trigrams
-from rootgrep.index.store import TRIGRAMS
+from rootgrep.index.trigrams import TRIGRAMS
 
 
 @pytest.mark.parametrize(

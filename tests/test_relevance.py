@@ -25,7 +25,7 @@ def test_the_defining_file_ranks_first_on_the_standard_library() -> None:
 def test_only_a_querys_first_words_are_joined_into_identifiers() -> None:
     """Each joined identifier costs the ranking three queries: a 200-word query made
     thousands (the query's length is its only bound)."""
-    from rootgrep.index.store import JOINED_TOKENS, joined_words
+    from rootgrep.index.ranking import JOINED_TOKENS, joined_words
 
     joins = joined_words([f"w{i}" for i in range(200)])
     assert joins and max(joins) < JOINED_TOKENS

@@ -19,7 +19,9 @@ import pytest
 from rootgrep import confine
 from rootgrep.index.cache import hide_if_present
 from rootgrep.index.plan import plan
-from rootgrep.index.store import RootIndex, SyncStats, WriterBusy
+from rootgrep.index.store import RootIndex
+from rootgrep.index.sync import SyncStats
+from rootgrep.index.writer import WriterBusy
 from rootgrep.roots import Root, pin_root
 from rootgrep.walker import Listings, Walker, WalkOptions, list_files
 from support import fd_count

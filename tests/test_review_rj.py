@@ -166,7 +166,8 @@ def test_a_writer_killed_at_any_fold_leaves_an_index_that_resyncs_to_the_tree(
     import sys
 
     from rootgrep.index.plan import Q
-    from rootgrep.index.store import RootIndex, parse_search
+    from rootgrep.index.search_syntax import parse_search
+    from rootgrep.index.store import RootIndex
     from rootgrep.walker import list_files
     from support import RG
 

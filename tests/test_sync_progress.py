@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rootgrep.index import store as store_mod
+from rootgrep.index import sync
 from rootgrep.index.store import RootIndex
 from rootgrep.roots import pin_root
 
@@ -24,7 +24,7 @@ def test_every_count_a_sync_reports_is_new(
         (root / f"d{d}").mkdir(parents=True)
         for i in range(5):
             (root / f"d{d}" / f"f{i}.txt").write_text(f"{d} {i}\n")
-    monkeypatch.setattr(store_mod, "PROGRESS_SECONDS", 0.0)  # (a report at every chance)
+    monkeypatch.setattr(sync, "PROGRESS_SECONDS", 0.0)  # (a report at every chance)
     r = pin_root(str(root))
     ix = RootIndex(str(tmp_path / "cache"), r.path)
     try:

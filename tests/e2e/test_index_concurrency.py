@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp_helpers import connect
 
-from rootgrep.index.store import STATE_FILE, read_state
+from rootgrep.index.state import STATE_FILE, read_state
 from support import RG
 
 pytestmark = pytest.mark.anyio

@@ -42,15 +42,27 @@ from .. import confine
 from ..confine import Beneath
 from ..digest import sha256
 from ..errors import InvalidPath, RootgrepError
+from .reading import read_whole
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     from typing import Any
 
 
-# The layout of an index folder's contents (``store.py``, which re-exports it and holds its
-# history); bumped with any change to it. Here, not there: a CLI grep that asks a daemon names
-# the folder without importing the store (and tantivy).
+# The layout of an index folder's contents (``fields.py``'s fields, ``state.py``'s files);
+# bumped with any change to it. Here: a CLI grep that asks a daemon names the folder without
+# importing the store (and tantivy). Its history:
+# 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
+# 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag;
+# 6: no stored copy of the files (snippets and grep read the files themselves), and no
+# positions (phrases are checked on the files); 7: one ``sym`` field for every symbol name
+# (``defs`` and ``main`` folded into it), symbols stored compactly, without signatures;
+# 8: ``content`` cut by the simple tokenizer over ``word_text`` (``_`` stored as ``WORD_JOIN``);
+# 9: a large file's trigrams in pieces cut at line ends (``tri_pieces``: part documents);
+# 10: every file's trigrams in part documents only (its main document holds none), so a
+# build commits them first, ready for grep, and its words and symbols after (``_complete_locked``);
+# 11: a file's key holds its ctime (``state.Entry``: an edit that keeps the size and sets the
+# mtime back is seen); 12: ``parts``, the sub-words of the compound names a file defines
 SCHEMA_VERSION = 12
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
@@ -363,7 +375,8 @@ class CachedIndex:
     def summary(self) -> tuple[int, int, int, int, float | None]:
         """(files indexed, bytes of text, files pending, files bare, synced_at) from its state
         file; a bare file has its trigrams only (a build interrupted between its commits)."""
-        from .state import decode_state, read_together  # (state imports this module)
+        # (here: a CLI grep asking a daemon opens the cache but decodes no state)
+        from .state import decode_state, read_together
 
         data, journal = None, b""
         if self.cache is not None:
@@ -610,24 +623,6 @@ class IndexFolder:
 def _release(fs: Beneath, lock_fd: int) -> None:
     os.close(lock_fd)  # (releases the shared lock)
     fs.close()
-
-
-def read_whole(fs: Beneath, name: bytes) -> bytes | None:
-    """A regular file beneath ``fs``, whole (never through a link); None if it is not one."""
-    try:
-        fd = fs.open([name], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except (OSError, RootgrepError):
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode):
-            return None
-        data, _ = confine.read_fd(fd, st.st_size, 1 << 40)
-        return data
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _json(data: bytes | None) -> dict[str, Any] | None:

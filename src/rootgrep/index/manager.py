@@ -31,17 +31,11 @@ from ..confine import Beneath, strip_prefix
 from ..errors import IndexUnavailable, RootgrepError
 from ..roots import Root
 from ..walker import IGNORE_FILES, Walker
-from .cache import CacheDir, folder_name, hide_if_present
-from .store import (
-    Progress,
-    RootIndex,
-    SyncStats,
-    WriterBusy,
-    default_cache_dir,
-    first_line,
-    prune_cache,
-)
+from .cache import CacheDir, default_cache_dir, folder_name, hide_if_present
+from .store import RootIndex, first_line, prune_cache
+from .sync import Progress, SyncStats
 from .watch import Inotify, TreeWatcher
+from .writer import WriterBusy
 
 log = logging.getLogger("rootgrep.index")
 State = Literal["off", "building", "ready", "stale"]

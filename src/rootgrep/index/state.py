@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from ..confine import Beneath
 from ..errors import RootgrepError
-from .cache import read_whole
+from .reading import read_whole
 
 __all__ = [
     "BARE",

@@ -11,16 +11,9 @@ import time
 from collections.abc import Callable, Iterator
 
 from .. import confine
-from ..index.store import (
-    LOW_FACTOR,
-    NAME_SIGNAL,
-    WORD_SIGNAL,
-    ParsedSearch,
-    cover_weight,
-    ext_of,
-    is_low_path,
-    joined_words,
-)
+from ..index.fields import ext_of, is_low_path
+from ..index.ranking import LOW_FACTOR, NAME_SIGNAL, WORD_SIGNAL, cover_weight, joined_words
+from ..index.search_syntax import ParsedSearch
 from ..roots import Root
 from ..walker import Walker, WalkOptions
 

@@ -33,7 +33,8 @@ from ..grep import (
 )
 from ..index.manager import Indexed
 from ..index.plan import Q, plan
-from ..index.store import ParsedSearch, Ranking, parse_search
+from ..index.ranking import Ranking
+from ..index.search_syntax import ParsedSearch, parse_search
 from ..models import (
     FileHit,
     FindFilesResult,

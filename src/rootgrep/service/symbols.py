@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from .. import confine
 from ..confine import display
 from ..errors import InvalidArgument, NotAFile, RootgrepError
+from ..index.fields import is_low_path
 from ..index.plan import plan
-from ..index.store import is_low_path
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
 from ..symbols import (
