@@ -238,13 +238,13 @@ def test_nothing_outside_the_path_is_read_through_the_index(tmp_path: Path) -> N
 def test_the_cli_finds_the_cache_where_the_index_puts_it(
     env: tuple[dict[str, str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rootgrep.index import freshness, store
+    from rootgrep.index import cache, freshness
 
     for k in ("ROOTGREP_CACHE_DIR", "XDG_CACHE_HOME"):
         monkeypatch.delenv(k, raising=False)
     for k, v in env[0].items():
         monkeypatch.setenv(k, v)
-    assert freshness.default_cache_dir() == store.default_cache_dir() == env[1]
+    assert freshness.default_cache_dir() == cache.default_cache_dir() == env[1]
 
 
 def test_a_killed_daemon_leaves_a_live_scan_and_its_successor_answers(tmp_path: Path) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,9 +19,12 @@ from rootgrep.grep import (
     FileMatches,
     GrepQuery,
     Matcher,
+    Room,
+    match_spans,
     required_literal,
     run_grep,
     search_buffer,
+    search_file,
     text_of,
 )
 from rootgrep.walker import Walker
@@ -397,3 +402,31 @@ def test_index_candidates_give_the_same_answer(corpus: Path) -> None:
                 ).files_searched
             )
         assert stats[0] == stats[1] > 0
+
+
+def test_an_inverted_search_keeps_within_the_sinks_room() -> None:
+    """``-v``'s lines are matches like any others: a room's bounds (lines after a page,
+    at most N, at most B bytes) and a counting room hold for them too."""
+    m = Matcher(GrepQuery("x", invert=True))
+    text = b"".join(b"x\n" if i % 3 == 0 else b"line %d\n" % i for i in range(1, 3001))
+    fm = search_file(m, b"f", text, lambda _p: Room(after_line=10, matches=5), None)
+    assert fm is not None and fm.cut and [lm.line for lm in fm.matches] == [11, 13, 14, 16, 17]
+    fm = search_file(m, b"f", text, lambda _p: Room(bytes=100), None)
+    assert fm is not None and fm.cut and sum(len(lm.text) for lm in fm.matches) < 200
+    counted = search_file(m, b"f", text, lambda _p: Room(count=True), None)
+    assert counted is not None and counted.count == 2000 and not counted.matches
+    assert len(search_file(m, b"f", text, None, None).matches) == 2000  # type: ignore[union-attr]
+
+
+def test_the_spans_of_a_line_are_found_as_they_are_taken() -> None:
+    """``-o`` over a long line of empty matches: the first few cost no list of them all."""
+    line = b"y" * (4 << 20)
+    m = Matcher(GrepQuery("x?", regex=True))
+    tracemalloc.start()
+    try:
+        first = list(itertools.islice(match_spans(m, line), 10))
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert first == [(i, i) for i in range(10)]
+    assert held < 1 << 20, held  # (a list of every span: about 300 MB)

@@ -496,27 +496,26 @@ class Matcher:
         return self._m(_UNANCHORED, buf, 0, len(buf))[0][0] >= 0
 
 
-def match_spans(m: Matcher, line: bytes) -> list[tuple[int, int]]:
+def match_spans(m: Matcher, line: bytes) -> Iterator[tuple[int, int]]:
     """Each match of one line (without its terminator), left to right, as rg's ``-o``
     prints them: a search goes on from the end of the last match; an empty match right where
-    the last one ended is skipped, and after an empty match the search steps one byte."""
-    out: list[tuple[int, int]] = []
+    the last one ended is skipped, and after an empty match the search steps one byte.
+    (Yielded one at a time: a long line may hold a match per byte.)"""
     n = len(line)
     pos, last_end = 0, -1
     while pos <= n:
         span = m.find(line, pos)
         if span is None:
-            break
+            return
         s, e = span
         if s < e:
-            out.append((s, e))
+            yield s, e
             pos = last_end = e
             continue
         if s != last_end:
-            out.append((s, e))
+            yield s, e
             last_end = e
         pos = s + 1  # (one byte, as rg: an empty match may fall inside a character)
-    return out
 
 
 def _literal_scan(literal: bytes) -> Any:
@@ -662,20 +661,14 @@ def search_file(
 ) -> FileMatches | None:
     """One file's matches within the sink's room (None when it has none)."""
     r = room(path) if room is not None else None
-    if m.invert:
-        lines = search_inverted(m, text, m.query.before, m.query.after, cancelled)
-        if not lines:
-            return None
-        return (
-            FileMatches(path, [], count=len(lines))
-            if r is not None and r.count
-            else (FileMatches(path, lines))
-        )
     if r is not None and r.count:
         n = count_lines(m, text, cancelled)
+        if m.invert:  # (-v: the lines without a match)
+            n = _line_count(text) - n
         return FileMatches(path, [], count=n) if n else None
     q = m.query
-    lines = search_buffer(m, text, q.before, r, cancelled, after=q.after)
+    search = search_inverted if m.invert else search_buffer
+    lines = search(m, text, q.before, r, cancelled, after=q.after)
     if not lines:
         return None
     cut = r is not None and (
@@ -684,26 +677,44 @@ def search_file(
     return FileMatches(path, lines, cut)
 
 
+def _line_count(buf: bytes) -> int:
+    """Lines of ``buf`` (``\n`` ends a line; a last line without one counts)."""
+    return buf.count(b"\n") + (1 if buf and not buf.endswith(b"\n") else 0)
+
+
 def search_inverted(
     m: Matcher,
     buf: bytes,
     before: int = 0,
-    after: int = 0,
+    room: Room | None = None,
     cancelled: Callable[[], bool] | None = None,
+    *,
+    after: int = 0,
 ) -> list[LineMatch]:
     """Every line of ``buf`` that does not match (``-v``), each with up to ``before`` and
-    ``after`` lines of context (the matching lines around it), offset 0."""
+    ``after`` lines of context (the matching lines around it), offset 0; ``room`` and
+    ``cancelled`` as in ``search_buffer``."""
     matching = {lm[0] for lm in search_buffer(m, buf, 0, None, cancelled)}
+    skip_to = room.after_line if room is not None else 0
+    max_n = room.matches if room is not None else -1
+    max_b = room.bytes if room is not None else -1
     lines = buf.split(b"\n")
     if not buf or buf.endswith(b"\n"):
         lines.pop()  # (nothing after the final line terminator)
     out: list[LineMatch] = []
+    held = 0
     for i, text in enumerate(lines):
-        if i + 1 in matching:
+        if cancelled is not None and not i % 65536 and cancelled():
+            raise Cancelled
+        if i + 1 in matching or i + 1 <= skip_to:
             continue
         lines_b = tuple(lines[max(0, i - before) : i]) if before else ()
         lines_a = tuple(lines[i + 1 : i + 1 + after]) if after else ()
         out.append(_new_match(LineMatch, (i + 1, 0, text, lines_b, lines_a)))
+        if max_b >= 0:
+            held += len(text) + sum(map(len, lines_b)) + sum(map(len, lines_a))
+        if (max_b >= 0 and held > max_b) or len(out) == max_n:
+            break
     return out
 
 

@@ -45,8 +45,9 @@ def index_parser(verb: str) -> argparse.ArgumentParser:
 
 
 def index(args: argparse.Namespace, watch: bool) -> int:
-    from ..index.cache import CacheDir
-    from ..index.store import ForeignIndex, RootIndex, WriterBusy, default_cache_dir
+    from ..index.cache import CacheDir, default_cache_dir
+    from ..index.store import ForeignIndex, RootIndex
+    from ..index.writer import WriterBusy
 
     cache = args.cache_dir or default_cache_dir()
     roots = [pin_root(d) for d in args.dirs]
@@ -255,8 +256,8 @@ def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    from ..index.cache import SCHEMA_VERSION, CacheDir
-    from ..index.store import cached_indexes, default_cache_dir
+    from ..index.cache import SCHEMA_VERSION, CacheDir, default_cache_dir
+    from ..index.store import cached_indexes
 
     cache = args.cache_dir or default_cache_dir()
     print(f"cache: {cache}")

@@ -83,13 +83,15 @@ class Sink:
             return len(matches)
         if self.only is None:  # (-o -v)
             return 0
-        return sum(len(match_spans(self.only, lm.text)) for lm in matches)
+        return sum(1 for lm in matches for _ in match_spans(self.only, lm.text))
 
-    def _line(self, path: bytes, n: int, text: bytes, is_match: bool) -> bytes:
+    def _line(self, path: bytes, n: int, text: bytes, is_match: bool) -> None:
+        w = self.out.write
         if is_match and self.only is not None:
-            return b"".join(self._one_line(path, n, text[s:e], True, True)
-                            for s, e in match_spans(self.only, text))  # fmt: skip
-        return self._one_line(path, n, text, is_match, False)
+            for s, e in match_spans(self.only, text):  # (-o: each match alone)
+                w(self._one_line(path, n, text[s:e], True, True))
+            return
+        w(self._one_line(path, n, text, is_match, False))
 
     def _one_line(self, path: bytes, n: int, text: bytes, is_match: bool, alone: bool) -> bytes:
         sep = b":" if is_match else b"-"
@@ -108,7 +110,7 @@ class Sink:
         w = self.out.write
         if not self.context:
             for lm in fm.matches:
-                w(self._line(path, lm.line, lm.text, True))
+                self._line(path, lm.line, lm.text, True)
             return
         lines: dict[int, tuple[bytes, bool]] = {}
         for lm in fm.matches:
@@ -125,7 +127,7 @@ class Sink:
             if (prev is not None and n != prev + 1) or (prev is None and not self.first):
                 w(b"--\n")
             text, is_match = lines[n]
-            w(self._line(path, n, text, is_match))
+            self._line(path, n, text, is_match)
             prev = n
         self.first = False
 

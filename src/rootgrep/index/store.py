@@ -38,7 +38,6 @@ from ..errors import RootgrepError
 from ..grep import DEFAULT_MAX_FILE_SIZE
 from . import cache as cache_mod
 from .cache import OPEN_LOCK, CachedIndex, CacheDir, IndexFolder
-from .cache import default_cache_dir as default_cache_dir  # (re-exported)
 from .completing import Completing
 from .fields import build_schema, register_tokenizers
 from .ranking import RankedSearch
