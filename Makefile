@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml scripts/rootgrep
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@# (the checkout's bytecode, as pip writes a wheel's: a CLI run that may not write it,
+	@# PYTHONDONTWRITEBYTECODE=1 or a read-only checkout, would compile every module each time)
+	$(BIN)/python -m compileall -q src
 	@touch $(STAMP)
 
 # the sdist and the wheel (built from the sdist, which so holds all it needs) in dist/, offline:

@@ -24,7 +24,7 @@ from rootgrep.index.manager import IndexManager
 from rootgrep.index.plan import plan
 from rootgrep.index.store import RootIndex, _dir_bytes
 from rootgrep.roots import Root, pin_root
-from rootgrep.service import Service, Settings, Token, _indexed_batches, narrows
+from rootgrep.service import Service, Settings, Token, indexed_batches, narrows
 from runners import PATTERNS, Corpus, Pattern, Reference, Tools, rg_files
 
 pytestmark = [pytest.mark.timeout(1800)]
@@ -75,7 +75,7 @@ def grep_all(ix: Indexed, pattern: Pattern) -> int:
     assert entry is not None
     matcher = Matcher(GrepQuery(pattern.text, regex=pattern.regex))
     q = plan(pattern.text, regex=pattern.regex)
-    batches = _indexed_batches(ix.root, (entry, b""), q, b"")
+    batches = indexed_batches(ix.root, (entry, b""), q, b"")
     return run_grep(matcher, batches, lambda fm: True, join=not narrows(q)).matches
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from rootgrep.service.searching import Definitions, enclosing
+from rootgrep.service.enclosing import Definitions, enclosing
 from rootgrep.symbols import Symbol
 
 

@@ -95,7 +95,7 @@ def test_the_phrase_checks_of_one_page_read_a_bounded_amount(
     budget per page (``PHRASE_READ_BYTES``, lowered here), so a query cannot make a page
     read every large file whole; a hit left unchecked past it is not shown (never shown
     unchecked), and with room every one is."""
-    from rootgrep.service import searching
+    from rootgrep.service import ranked
 
     root = tmp_path / "root"
     root.mkdir()
@@ -110,7 +110,7 @@ def test_the_phrase_checks_of_one_page_read_a_bounded_amount(
         service = Service([r], Settings(max_read_bytes=4096), indexes=manager)
         whole = service.search([r], Token(), query='"needle project"')
         assert {h.path for h in whole.results} == {f"big{i}.txt" for i in range(4)}
-        monkeypatch.setattr(searching, "PHRASE_READ_BYTES", 2 * len(filler))
+        monkeypatch.setattr(ranked, "PHRASE_READ_BYTES", 2 * len(filler))
         cut = service.search([r], Token(), query='"needle project"')
         assert 1 <= len(cut.results) < 4
         assert {h.path for h in cut.results} < {h.path for h in whole.results}

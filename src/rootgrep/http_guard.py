@@ -40,6 +40,33 @@ def default_max_connections() -> int:
     return max(32, min(1024, soft // 4))
 
 
+LISTEN_BACKLOG = 2048  # connections the kernel queues for an accept (uvicorn's; no fd of ours)
+
+
+def accept_batch(max_connections: int) -> int:
+    """How many connections asyncio accepts at one wake-up before any of them runs (each an
+    fd until its protocol closes it, a few loop iterations later): a quarter of the cap,
+    within [16, 512]. asyncio takes it from the server's backlog, uvicorn's 2,048: under load
+    a reconnecting flood then held far more fds than the cap in accepted, not yet closed
+    sockets."""
+    return max(16, min(512, max_connections // 4))
+
+
+def guarded_server(config: Any) -> Any:
+    """A ``uvicorn.Server`` for ``config`` (whose ``backlog`` is the accept batch) whose
+    listening sockets queue ``LISTEN_BACKLOG`` connections in the kernel all the same: a
+    short listen queue made a real client's connection reset under a flood."""
+    import uvicorn
+
+    class GuardedServer(uvicorn.Server):  # type: ignore[misc]
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets)  # (asyncio listens with the batch as backlog)
+            for sock in sockets or ():
+                sock.listen(LISTEN_BACKLOG)  # (Linux: a listening socket's queue resized)
+
+    return GuardedServer(config)
+
+
 class Guard:
     """The server's connections: all open ones, and those waiting for a request in the
     order they began waiting (``waiting``; ``fresh``, those of them that never sent a whole

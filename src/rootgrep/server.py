@@ -1143,9 +1143,11 @@ def serve_http(
     from .http_guard import (
         DEFAULT_REQUEST_SECONDS,
         Guard,
+        accept_batch,
         default_max_connections,
         defer_accept,
         guarded_protocol,
+        guarded_server,
     )
 
     guard = Guard(
@@ -1156,12 +1158,13 @@ def serve_http(
     mcp.serving = True
     app = http_app(mcp, host=host, token=token, allowed_hosts=allowed_hosts)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", http=guarded_protocol(guard)
-    )
+        app, host=host, port=port, log_level="warning", http=guarded_protocol(guard),
+        backlog=accept_batch(guard.max_connections),
+    )  # fmt: skip
     config.load()  # (imports the protocol classes uvicorn picks at run time)
     config.get_loop_factory()  # (imports the event loop's module)
     sock = config.bind_socket()
     defer_accept(sock, guard.request_seconds)
     if before_serving is not None:
         before_serving(sock.getsockname()[1])
-    uvicorn.Server(config).run(sockets=[sock])
+    guarded_server(config).run(sockets=[sock])

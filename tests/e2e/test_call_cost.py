@@ -16,7 +16,7 @@ from jsonschema.validators import validator_for
 from mcp_helpers import connect, text
 
 from rootgrep.index.store import RootIndex
-from rootgrep.service.searching import SYMBOL_CACHE, SymbolCache
+from rootgrep.service.enclosing import SYMBOL_CACHE, SymbolCache
 
 pytestmark = pytest.mark.anyio
 

@@ -587,12 +587,12 @@ async def test_totals_are_never_below_the_page(
 ) -> None:
     """(Files changed between the page and the count made the answer read "4 of 0 matches",
     and a page with matches was counted read the other way.)"""
-    from rootgrep.service import searching
+    from rootgrep.service import grep_scope
 
     def counted_nothing(self: Any, *a: Any, **kw: Any) -> Any:
-        return searching._Totals(0, 0, True, 0)
+        return grep_scope.Totals(0, 0, True, 0)
 
-    monkeypatch.setattr(searching._Scope, "count", counted_nothing)
+    monkeypatch.setattr(grep_scope.Scope, "count", counted_nothing)
     async with served(make_server, repo) as c:
         r = await c.call_tool("grep", {"pattern": "return", "max_results": 5})
         s = r.structured_content

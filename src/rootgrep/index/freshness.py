@@ -8,7 +8,7 @@ folder (``daemon.sock``, in the 0700 cache dir: only the cache's owner can reach
 uid is checked as well). A request names the root, the asker's directory below it (by path
 and by device and inode) and the query; the daemon drains its watcher first
 (``Indexed.catch_up``: every change the kernel reported before the request is in the dirty
-set), then answers as its own MCP grep does (``service.searching._indexed_batches``): the dirty
+set), then answers as its own MCP grep does (``service.grep_scope.indexed_batches``): the dirty
 set, then the index's trigram candidates, plus every dirty file a walk lists, in walk order.
 The asker reads each of those files from disk now, beneath its own pinned directory, and
 matches it now: the answer equals a live scan's, and the asker never opens the index (no

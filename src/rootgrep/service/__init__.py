@@ -5,16 +5,20 @@ threads. Each takes the effective roots of the call and, for long work, a ``Toke
 when one of those roots is removed mid-call, so it stops with ``root_removed``. Every
 authorization decision (a path mapped to a root, or refused) goes to the audit log.
 
-One module per concept: ``base`` (settings, tokens, cursors, locating a path), ``searching``
-(grep, find_files, search, reindex), ``symbols`` (find_symbol, outline), ``files`` (reading
-and listing), ``writes``.
+One module per concept: ``base`` (settings, tokens, cursors, locating a path), ``filters``
+(globs, nested roots), ``searching`` (find_files, reindex; the search tools composed),
+``grepping`` (grep) with ``grep_scope`` (what a call covers, counted) and ``grep_page`` (one
+page of it), ``enclosing`` (the definition holding a line), ``ranked`` (search) with
+``live_search``, ``symbols`` (find_symbol, outline), ``files`` (reading and listing),
+``writes``.
 """
 
 from __future__ import annotations
 
-from .base import LIST_PAGE, MAX_RESULTS_CAP, ServiceBase, Settings, Token
+from .base import GREP_PAGE_BYTES, LIST_PAGE, MAX_RESULTS_CAP, ServiceBase, Settings, Token
 from .files import Files
-from .searching import GREP_PAGE_BYTES, Searching, _indexed_batches, narrows
+from .grep_scope import indexed_batches, narrows
+from .searching import Searching
 from .symbols import Symbols
 from .writes import Writes
 
@@ -30,6 +34,6 @@ __all__ = [
     "Service",
     "Settings",
     "Token",
-    "_indexed_batches",
+    "indexed_batches",
     "narrows",
 ]

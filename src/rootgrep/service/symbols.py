@@ -45,7 +45,7 @@ from .base import (
     ref,
     rid,
 )
-from .searching import _below_any, _path_filter
+from .filters import below_any, path_filter
 
 MAX_SYMBOL_FILE_BYTES = 2 << 20  # a larger file is not parsed live (the extractor's own cap)
 SIGNATURE_READ_BYTES = 16 << 20  # one find_symbol page reads at most this much for signatures
@@ -77,7 +77,7 @@ class Symbols(ServiceBase):
         offset = int(decode_cursor(cursor, "sym", fp)["o"]) if cursor else 0
         targets = self._targets(roots, "find_symbol", path, root)
         nested = self._nested(roots) if path is None and root is None else {}
-        keep = _path_filter(include, exclude)
+        keep = path_filter(include, exclude)
         wanted = _matcher(name, exact, kind)
         found: list[tuple[int, Root, bytes, Symbol]] = []
         capped = False
@@ -208,10 +208,10 @@ class Symbols(ServiceBase):
             ):  # (already in the index's own paths)
                 if rel in dirty or (place and not rel.startswith(place + b"/")):
                     continue
-                if marked and _below_any(rel, marked):
+                if marked and below_any(rel, marked):
                     continue
                 rel = rel[cut:]
-                if _outside(rel, start) or (prune and _below_any(rel, prune)):
+                if _outside(rel, start) or (prune and below_any(rel, prune)):
                     continue
                 if match(sym):
                     yield rel, sym
@@ -220,7 +220,7 @@ class Symbols(ServiceBase):
                 listed = Walker(r.fs).listed(changed)
                 for rel in sorted(listed, key=order_key):
                     token.check()
-                    if _outside(rel, start) or (prune and _below_any(rel, prune)):
+                    if _outside(rel, start) or (prune and below_any(rel, prune)):
                         continue
                     yield from self._parse_one(r, rel, name, exact, match)
             return
