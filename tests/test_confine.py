@@ -556,11 +556,12 @@ def test_a_split_listing_cut_with_a_hidden_entry_says_it_was_cut(
     among those read no longer makes a cut listing look whole (a file was then left out of
     every walk without a word)."""
     from rootgrep import confine
+    from rootgrep.confine import listing
 
     for name in "abcd"[:visible]:
         (tmp_path / name).write_text(name)
     (tmp_path / ".cache").mkdir()
-    monkeypatch.setattr(confine, "MAX_DIR_ENTRIES", 3)
+    monkeypatch.setattr(listing, "MAX_DIR_ENTRIES", 3)  # (where scan_split and scan_fd read it)
     hidden_fd = os.open(tmp_path / ".cache", os.O_RDONLY | os.O_DIRECTORY)
     key = confine.hide(hidden_fd)
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)

@@ -438,7 +438,7 @@ def design_rows() -> list[tuple[str, str]]:
 def covered_modules(rows: list[tuple[str, str]]) -> tuple[set[Path], list[str]]:
     """The modules the rows name, and what they name that does not exist.
 
-    A row is a module (``confine.py``, ``index/plan.py``), a package (``cli/``: its own
+    A row is a module (``roots.py``, ``index/plan.py``), a package (``cli/``: its own
     ``__init__.py`` and each of its modules the row names as `name.py`), or a file of the
     repository outside the package (``scripts/rootgrep``)."""
     covered: set[Path] = set()

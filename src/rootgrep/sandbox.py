@@ -1,6 +1,6 @@
 """``serve --sandbox``: the process restricts itself with Landlock (Linux), through ctypes.
 
-Defence in depth beneath confine.py: once restricted, the kernel itself refuses every open
+Defence in depth beneath ``confine``: once restricted, the kernel itself refuses every open
 outside what the rules grant, whatever a bug above it would ask for. The rules are made
 beneath fds the process already holds (the pinned operator roots, the cache dir, /dev/null),
 never by name: read beneath the roots (write too with ``--allow-write``), read-write beneath

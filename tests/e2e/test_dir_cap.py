@@ -10,6 +10,7 @@ import pytest
 from mcp_helpers import code, connect, everything, text
 
 from rootgrep import confine
+from rootgrep.confine import listing
 
 CAP = 40
 FILES = 100
@@ -17,7 +18,8 @@ FILES = 100
 
 @pytest.fixture
 def huge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(confine, "MAX_DIR_ENTRIES", CAP)
+    monkeypatch.setattr(listing, "MAX_DIR_ENTRIES", CAP)  # (the cap the listings keep to)
+    monkeypatch.setattr(confine, "MAX_DIR_ENTRIES", CAP)  # (the cap the walker's errors say)
     root = tmp_path / "root"
     big = root / "big"
     big.mkdir(parents=True)

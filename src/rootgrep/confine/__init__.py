@@ -1,0 +1,156 @@
+"""Confinement: every open, stat, list, read and write beneath a pinned root directory fd.
+
+This package is the only code that turns a path into a file descriptor. Everything is resolved
+relative to a root fd that was pinned once, with ``openat2(RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS)``
+where the kernel has it and a component-by-component ``O_NOFOLLOW`` walk otherwise. Symlinks are
+never followed by the kernel in the walk: each one is read with ``readlinkat`` and re-resolved
+lexically beneath the root, so swapping a directory for a symlink mid-resolution cannot lead
+outside. A path string is never opened by name (pinning the root is the one exception).
+
+One module per concept, each importing its siblings directly (this one only gathers their
+names): ``syscalls`` (the open flags; openat2, renameat2 and inotify through ctypes),
+``paths`` (root-relative components, messages, the error mapping), ``hiding`` (the cache
+dir and audit log hidden by identity), ``listing`` (``scan_fd``, ``scan_split``),
+``opening`` (one name opened beneath a directory fd, a file reopened to be read),
+``stats`` (one name's stat, the keys a re-sync compares), ``reading`` (a file's bytes,
+binary detection), ``beneath`` (``Beneath``: the pinned root, resolution, reads), ``walk``
+(the ``O_NOFOLLOW`` component walk it falls back to), ``writes`` (its write operations)
+and ``temps`` (atomic writes' temps, and removing those killed writers left).
+A name patched here (a test's ``monkeypatch``) reaches the callers that use it as
+``confine.X``; the package's own modules use it where it lives: patch that module.
+"""
+
+from __future__ import annotations
+
+import os  # noqa: F401  (``confine.os``: what callers and tests use of it)
+import stat as stat_mod  # noqa: F401  (``confine.stat_mod``, as ``os``)
+
+from .beneath import Beneath, SymlinkPolicy
+from .hiding import hidden_generation, hide, holds_hidden, inside_hidden, is_hidden, unhide
+from .listing import MAX_DIR_ENTRIES, DirListing, Entry, Listed, entry_kind, scan_fd, scan_split
+from .opening import (
+    NULL_DEVICE_PATH,
+    open_dir_at,
+    open_dir_keyed_at,
+    open_file_at,
+    open_null_device,
+    reopen_regular,
+)
+from .paths import (
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    _error,
+    display,
+    fsencode_path,
+    split_relpath,
+    strip_prefix,
+)
+from .reading import (
+    BINARY_SNIFF_BYTES,
+    DEFAULT_MAX_READ_BYTES,
+    ReadResult,
+    is_binary,
+    read_fd,
+    read_searchable_at,
+    read_searchable_into,
+    read_searchable_stat_at,
+)
+from .stats import (
+    DirKey,
+    FileKey,
+    fstat_key,
+    stat_at,
+    stat_key_at,
+    stat_keyed,
+    stat_keys,
+    stat_regular_at,
+    stat_regular_each,
+    stat_result_key,
+)
+from .syscalls import (
+    RESOLVE_BENEATH,
+    RESOLVE_NO_MAGICLINKS,
+    RESOLVE_NO_SYMLINKS,
+    RESOLVE_NO_XDEV,
+    inotify_open,
+    inotify_unwatch,
+    inotify_watch_dir,
+    openat2_available,
+)
+from .temps import _install, _write_temp, is_temp_name, remove_dead_temp, remove_dead_temps
+from .walk import MAX_SYMLINKS
+from .writes import (
+    HIDDEN_NOT_COPIED,
+    HIDDEN_NOT_REPLACED,
+    HIDDEN_REASON,
+    TOO_MANY_NOT_COPIED,
+    CopyReport,
+)
+
+__all__ = [
+    "BINARY_SNIFF_BYTES",
+    "DEFAULT_MAX_READ_BYTES",
+    "HIDDEN_NOT_COPIED",
+    "HIDDEN_NOT_REPLACED",
+    "HIDDEN_REASON",
+    "MAX_DIR_ENTRIES",
+    "MAX_NAME_BYTES",
+    "MAX_PATH_BYTES",
+    "MAX_SYMLINKS",
+    "NULL_DEVICE_PATH",
+    "RESOLVE_BENEATH",
+    "RESOLVE_NO_MAGICLINKS",
+    "RESOLVE_NO_SYMLINKS",
+    "RESOLVE_NO_XDEV",
+    "TOO_MANY_NOT_COPIED",
+    "Beneath",
+    "CopyReport",
+    "DirKey",
+    "DirListing",
+    "Entry",
+    "FileKey",
+    "Listed",
+    "ReadResult",
+    "SymlinkPolicy",
+    "_error",
+    "_install",
+    "_write_temp",
+    "display",
+    "entry_kind",
+    "fsencode_path",
+    "fstat_key",
+    "hidden_generation",
+    "hide",
+    "holds_hidden",
+    "inotify_open",
+    "inotify_unwatch",
+    "inotify_watch_dir",
+    "inside_hidden",
+    "is_binary",
+    "is_hidden",
+    "is_temp_name",
+    "open_dir_at",
+    "open_dir_keyed_at",
+    "open_file_at",
+    "open_null_device",
+    "openat2_available",
+    "read_fd",
+    "read_searchable_at",
+    "read_searchable_into",
+    "read_searchable_stat_at",
+    "remove_dead_temp",
+    "remove_dead_temps",
+    "reopen_regular",
+    "scan_fd",
+    "scan_split",
+    "split_relpath",
+    "stat_at",
+    "stat_key_at",
+    "stat_keyed",
+    "stat_keys",
+    "stat_regular_at",
+    "stat_regular_each",
+    "stat_result_key",
+    "strip_prefix",
+    "unhide",
+]
