@@ -18,7 +18,12 @@ from collections import namedtuple
 from collections.abc import Callable, Generator, Iterable, Iterator
 
 from . import confine
-from .confine import Beneath, Entry, Listed
+from .confine import (
+    Beneath,
+    Entry,
+    Listed,
+    listing,  # (the cap a listing keeps to, where it is read)
+)
 from .errors import NotRegularFile, RootgrepError
 from .ignore import IgnoreFile
 
@@ -595,7 +600,7 @@ class Walker:
             self.errors.append((rel, e.strerror or "cannot list"))
             dotted, plain, cut = [], [], False
         if cut:
-            self.errors.append((rel, f"more than {confine.MAX_DIR_ENTRIES} entries: rest skipped"))
+            self.errors.append((rel, f"more than {listing.MAX_DIR_ENTRIES} entries: rest skipped"))
         levels = parent_levels
         ignores: dict[bytes, confine.DirKey | None] = {}
         if dotted and not self.options.no_ignore:  # (every ignore file's name has a dot)

@@ -11,6 +11,8 @@ from mcp_helpers import code, connect, everything, text
 
 from rootgrep import confine
 from rootgrep.confine import listing
+from rootgrep.roots import pin_root
+from rootgrep.walker import Walker
 
 CAP = 40
 FILES = 100
@@ -19,7 +21,6 @@ FILES = 100
 @pytest.fixture
 def huge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(listing, "MAX_DIR_ENTRIES", CAP)  # (the cap the listings keep to)
-    monkeypatch.setattr(confine, "MAX_DIR_ENTRIES", CAP)  # (the cap the walker's errors say)
     root = tmp_path / "root"
     big = root / "big"
     big.mkdir(parents=True)
@@ -34,11 +35,11 @@ def huge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_listing_reads_at_most_the_cap(huge: Path) -> None:
     fd = confine.os.open(huge / "big", confine.os.O_RDONLY | confine.os.O_DIRECTORY)
     try:
-        listing = confine.scan_fd(fd)
+        listed = confine.scan_fd(fd)
     finally:
         confine.os.close(fd)
-    assert len(listing) == CAP and listing.cut
-    names = [e.name for e in listing]
+    assert len(listed) == CAP and listed.cut
+    names = [e.name for e in listed]
     assert names == sorted(names)
     fd = confine.os.open(huge, confine.os.O_RDONLY | confine.os.O_DIRECTORY)
     try:
@@ -93,3 +94,19 @@ async def test_a_copy_of_a_huge_directory_reports_what_it_left(huge: Path, make_
         assert "entries; only that many copied" in text(r)
     copied = {p.name for p in (huge / "copy").iterdir()}
     assert len(copied) == CAP and copied <= {p.name for p in (huge / "big").iterdir()}
+
+
+def test_the_walk_says_the_cap_it_cut_a_directory_at(huge: Path) -> None:
+    """(The walker's message read the package's copy of the cap, not the one the listing
+    keeps to: it said 200000 where the listing stopped at 40.)"""
+    r = pin_root(str(huge))
+    try:
+        walker = Walker(r.fs)
+        found = []
+        for batch in walker.batches():
+            with batch:
+                found += [f.path for f in batch.files]
+    finally:
+        r.close()
+    assert b"small.txt" in found and len([p for p in found if p.startswith(b"big/")]) < FILES
+    assert (b"big", f"more than {CAP} entries: rest skipped") in walker.errors, walker.errors

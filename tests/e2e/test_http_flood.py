@@ -24,7 +24,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import text
 
-from rootgrep.http_guard import accept_batch
+from rootgrep.http_guard import LISTEN_BACKLOG, accept_batch
 from support import listening_port, stop
 
 pytestmark = pytest.mark.anyio
@@ -36,6 +36,18 @@ REQUEST_SECONDS = 2.0
 
 def fds_of(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def listen_queue(port: int) -> int:
+    """The backlog of the socket listening on ``port`` (``ss``: a listening socket's
+    Send-Q is its backlog)."""
+    out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    return int(out.split()[2])
+
+
+def somaxconn() -> int:
+    return int(Path("/proc/sys/net/core/somaxconn").read_text())
 
 
 class Flood:
@@ -128,6 +140,9 @@ async def test_an_idle_and_slowloris_flood_neither_takes_the_fds_nor_the_client(
         ):
             r = await c.call_tool("grep", {"pattern": "needle"})
             assert not r.is_error and "a.txt" in text(r)
+            # the kernel still queues a full backlog (asyncio listened with the accept
+            # batch's; a queue of 16 reset the client's connection under the flood)
+            assert listen_queue(port) == min(LISTEN_BACKLOG, somaxconn())
             baseline = fds_of(proc.pid)
             most, calls = baseline, 0
             with Flood(port, idle=FLOOD, slow=FLOOD) as flood:

@@ -23,7 +23,6 @@ A name patched here (a test's ``monkeypatch``) reaches the callers that use it a
 from __future__ import annotations
 
 import os  # noqa: F401  (``confine.os``: what callers and tests use of it)
-import stat as stat_mod  # noqa: F401  (``confine.stat_mod``, as ``os``)
 
 from .beneath import Beneath, SymlinkPolicy
 from .hiding import hidden_generation, hide, holds_hidden, inside_hidden, is_hidden, unhide

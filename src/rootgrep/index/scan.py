@@ -8,6 +8,7 @@ indexed name of the same files (``_stat_each``); how many indexed files each dir
 from __future__ import annotations
 
 import os
+import stat as stat_mod
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,7 +201,7 @@ class TreeScan:
                 st = fs.stat(rel, follow=False)
             except (OSError, RootgrepError):
                 continue
-            if confine.stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            if stat_mod.S_ISREG(st.st_mode) and st.st_nlink > 1:
                 inos.add(st.st_ino)
         others = inos and {p for p, e in entries.items() if e.ino in inos and p not in walked}
         if others:
