@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from rootgrep.cli import main as cli_main
-from rootgrep.index import cache as cache_mod
-from rootgrep.index import freshness
+from rootgrep.index import freshness, names
 from rootgrep.index.cache import SCHEMA_VERSION, CacheDir, folder_name
 from rootgrep.index.plan import plan
 from rootgrep.index.store import RootIndex, prune_cache
@@ -24,19 +23,20 @@ from rootgrep.roots import pin_root
 
 WORD = "needle_value"
 
-# A process of another schema (``cache.SCHEMA_VERSION`` patched; the store re-exports it),
+# A process of another schema (``names.SCHEMA_VERSION`` patched: the folder's name and the
+# manifest's version are read from it),
 # holding its writer as a daemon does. Commands on stdin: ``sync``; ``fold PATH...`` (a
 # watcher's fold: a sync of those paths only); ``check``: reload, then the files holding WORD
 # that the index's candidates lack (a false negative each).
 WORKER = textwrap.dedent(
     """
     import os, sys
-    from rootgrep.index import cache, store
+    from rootgrep.index import names, store
     from rootgrep.index.plan import plan
     from rootgrep.roots import pin_root
 
     tree, cache_dir, schema, word = sys.argv[1:5]
-    cache.SCHEMA_VERSION = int(schema)
+    names.SCHEMA_VERSION = int(schema)
     r = pin_root(tree)
     ix = store.RootIndex(cache_dir, r.path, hold_writer=True, identity=r.fs.identity())
     print("ready", flush=True)
@@ -242,7 +242,7 @@ def test_a_cli_grep_never_asks_the_daemon_of_another_schema(
     cache = tmp_path / "cache"
     r = pin_root(str(tree))
     try:
-        monkeypatch.setattr(cache_mod, "SCHEMA_VERSION", 9)
+        monkeypatch.setattr(names, "SCHEMA_VERSION", 9)
         RootIndex(str(cache), r.path).close()
         monkeypatch.undo()
         pinned = CacheDir.open(str(cache))

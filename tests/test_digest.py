@@ -1,4 +1,4 @@
-"""The one SHA-256 helper (review leftover 3): ``roots`` and ``index.cache`` both use
+"""The one SHA-256 helper (review leftover 3): ``roots`` and ``index.names`` (the cache's folder names) both use
 ``rootgrep.digest.sha256``, the lean C module of the running Python (``_sha2`` from 3.12 on,
 ``_sha256`` on 3.11), never OpenSSL's ``hashlib`` (which costs the CLI's start-up), and it
 gives hashlib's digest. Checked in this interpreter and, when installed, in real 3.12+ ones
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rootgrep import digest, roots
-from rootgrep.index import cache
+from rootgrep.index import names
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 SAMPLES = [b"", b"/a", b"/srv/project", bytes(range(256)) * 5]
@@ -33,12 +33,12 @@ if len(sys.argv) > 2:  # the other layout, simulated: only the other name of the
 sys.modules.pop("hashlib", None)
 sys.path.insert(0, sys.argv[1])
 from rootgrep import digest, roots
-from rootgrep.index import cache
+from rootgrep.index import names
 loaded = "hashlib" in sys.modules
 samples = [b"", b"/a", b"/srv/project", bytes(range(256)) * 5]
 print(json.dumps({
     "hashlib_loaded": loaded,
-    "one_helper": roots.sha256 is digest.sha256 is cache.sha256,
+    "one_helper": roots.sha256 is digest.sha256 is names.sha256,
     "module": getattr(digest.sha256, "__module__", None),
     "same_digest": all(digest.sha256(s).hexdigest() == _h.sha256(s).hexdigest() for s in samples),
 }))
@@ -48,9 +48,9 @@ print(json.dumps({
 def test_the_chosen_sha256_gives_hashlibs_digest() -> None:
     for s in SAMPLES:
         assert digest.sha256(s).hexdigest() == hashlib.sha256(s).hexdigest()
-    assert roots.sha256 is digest.sha256 and cache.sha256 is digest.sha256
+    assert roots.sha256 is digest.sha256 and names.sha256 is digest.sha256
     assert roots.root_id(b"/a") == hashlib.sha256(b"/a").hexdigest()[:12]
-    assert cache.folder_name(b"/a", 10) == hashlib.sha256(b"/a").hexdigest()[:20] + "-v10"
+    assert names.folder_name(b"/a", 10) == hashlib.sha256(b"/a").hexdigest()[:20] + "-v10"
 
 
 def _interpreters() -> list[str]:

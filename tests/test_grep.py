@@ -243,6 +243,27 @@ def test_sink_can_stop_early_without_leaking_fds(corpus: Path, threads: int) -> 
         assert fd_count() == before
 
 
+def test_more_threads_than_the_cap_run_the_cap(corpus: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """``-j 100000`` (a CLI's, or one a daemon runs for a CLI) runs ``MAX_THREADS``: each
+    thread's chunk is held in flight, so the text held stays bounded."""
+    import concurrent.futures
+
+    from rootgrep import grep as grep_mod
+
+    made: list[int] = []
+    real = concurrent.futures.ThreadPoolExecutor
+
+    def pool(max_workers: int, **kw: object) -> concurrent.futures.ThreadPoolExecutor:
+        made.append(max_workers)
+        return real(max_workers, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", pool)
+    with Beneath.pin(str(corpus)) as fs:
+        found: list[FileMatches] = []
+        run_grep(Matcher(GrepQuery("needle")), Walker(fs).batches(), found.append, threads=100_000)
+    assert made == [grep_mod.MAX_THREADS - 1] and found
+
+
 def test_cancellation_stops_the_search(corpus: Path) -> None:
     with Beneath.pin(str(corpus)) as fs:
         stats = run_grep(

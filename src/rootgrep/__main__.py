@@ -42,12 +42,6 @@ def run() -> int:
     them again and again (about a tenth of a short ``rootgrep grep``). They are then frozen
     (never walked again) and the collector runs as usual for the verb itself."""
     dropped = drop_working_directory()
-    gc.disable()
-    try:
-        from .cli import main
-    finally:
-        gc.freeze()
-        gc.enable()
     if dropped:
         import logging
 
@@ -55,6 +49,20 @@ def run() -> int:
             "PYTHONPATH: ignored %s (a relative entry names the working directory, whose "
             "code rootgrep never loads; keep PYTHONPATH absolute)", ", ".join(dropped)
         )  # fmt: skip
+    if sys.argv[1:2] == ["grep"]:
+        # (first: the daemon of the working directory runs the whole grep, if there is one;
+        # this process then imports no more of rootgrep than it takes to ask)
+        from .remote_grep import run_by_daemon
+
+        status = run_by_daemon(sys.argv[2:])
+        if status is not None:
+            return status
+    gc.disable()
+    try:
+        from .cli import main
+    finally:
+        gc.freeze()
+        gc.enable()
     return main()
 
 

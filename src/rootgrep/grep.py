@@ -32,6 +32,9 @@ MAX_CONTEXT = 10
 MAX_PATTERN_BYTES = 256 << 10  # a longer pattern is refused (invalid_pattern)
 CANCEL_CHECK_BYTES = 1 << 20  # a scan checks for cancellation at least this often in a file
 CHUNK_BYTES = 1 << 20
+# the most search threads one grep runs (``-j`` above it is this): each holds a chunk in flight, so
+# ``-j 100000`` would otherwise hold 100 GB of text
+MAX_THREADS = 8
 UTF8_BOM = b"\xef\xbb\xbf"
 _UNANCHORED: Any = None  # RE2's Anchor.UNANCHORED, once ``_re2`` has imported it
 _NON_WORD = rb"[^\p{L}\p{M}\p{Nd}\p{Pc}\n]"
@@ -936,12 +939,13 @@ def run_grep(
     stats = GrepStats()
     if threads is None:
         threads = 2 if m.scan_bound else 1
+    threads = min(threads, MAX_THREADS)
     room = getattr(sink, "room", None)
 
     def deliver(found: list[FileMatches]) -> bool:
         for fm in found:
             stats.files_matched += 1
-            stats.matches += len(fm.matches)
+            stats.matches += fm.count if fm.count >= 0 else len(fm.matches)
             if not sink(fm):
                 stats.stopped = True
                 return False

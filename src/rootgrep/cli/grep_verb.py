@@ -7,7 +7,7 @@ import io
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from ..errors import InvalidPattern, RootgrepError
 from ..grep import (
@@ -24,7 +24,55 @@ from .targets import Target, said_errors, targets
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     import argparse
-    from typing import BinaryIO
+    from typing import BinaryIO, TextIO
+
+    from ..index.freshness import FreshAnswer
+
+
+class Io:
+    """Where a grep's output goes and against what its relative PATHs resolve: this
+    process's stdout, stderr and working directory (``local``), or a peer's: a daemon running
+    a CLI's grep for it (``served_grep``) writes both streams to the peer's socket and
+    resolves PATHs against the peer's working directory (``cwd``, absolute)."""
+
+    __slots__ = ("cwd", "err", "out")
+
+    def __init__(self, out: BinaryIO, err: TextIO, cwd: str | None = None) -> None:
+        self.out = out
+        self.err = err
+        self.cwd = cwd  # (None: this process's own, read when needed)
+
+    @classmethod
+    def local(cls) -> Io:
+        return cls(_stdout_blocks(), sys.stderr)
+
+    def getcwd(self) -> str:
+        return self.cwd if self.cwd is not None else os.getcwd()
+
+
+class Setup:
+    """What a grep verb was asked, checked: its patterns' matcher, the PATHs given, the
+    context, the -g/-t rules. (A plain class: see ``Target``.)"""
+
+    __slots__ = ("after", "before", "matcher", "paths", "rules")
+
+    def __init__(
+        self,
+        matcher: Matcher,
+        paths: list[str],
+        before: int,
+        after: int,
+        rules: _FileRules | None,
+    ) -> None:
+        self.matcher = matcher
+        self.paths = paths
+        self.before = before
+        self.after = after
+        self.rules = rules
+
+    @property
+    def given(self) -> list[str]:
+        return self.paths or ["."]
 
 
 def grep(args: argparse.Namespace) -> int:
@@ -32,17 +80,30 @@ def grep(args: argparse.Namespace) -> int:
     walked (or its files found in an index a daemon keeps fresh: ``_Source``); a file PATH is
     searched as the one entry of its pinned parent directory."""
     began = time.perf_counter()
-    patterns: list[str] = list(args.patterns)
-    paths: list[str] = list(args.args)
     _unrestrict(args)
     if args.type_list:
         from .file_types import type_list
 
         sys.stdout.write(type_list())
         return 0
-    rules = _FileRules.of(args)
     if args.files:
-        return _list_files(args, paths, rules)
+        return _list_files(args, list(args.args), _FileRules.of(args))
+    setup = setup_of(args)
+    io = Io.local()
+    errors: list[str] = []
+    opened = (
+        (path, target, _Source(args, target, setup.matcher))
+        for path, target in targets(setup.given, bool(setup.paths), args, errors)
+    )
+    return search(args, setup, io, opened, errors, began)
+
+
+def setup_of(args: argparse.Namespace) -> Setup:
+    """The checked request of a grep (not --files, not --type-list): SystemExit with rg's
+    kind of message when a flag is out of range or the pattern is not valid."""
+    rules = _FileRules.of(args)  # (first: an unknown -t is said before a missing PATTERN)
+    patterns: list[str] = list(args.patterns)
+    paths: list[str] = list(args.args)
     if not patterns:
         if not paths:
             raise SystemExit("rootgrep: give a PATTERN (or -e PATTERN); see rootgrep grep -h")
@@ -56,16 +117,29 @@ def grep(args: argparse.Namespace) -> int:
         matcher = Matcher(_query_of(patterns, args, before, after))
     except InvalidPattern as e:  # (the message speaks of the MCP tool's argument)
         raise InvalidPattern(e.message.replace("pass fixed_strings=true", "pass -F")) from None
-    out = _stdout_blocks()
-    given = paths or ["."]
+    return Setup(matcher, paths, before, after, rules)
+
+
+def search(
+    args: argparse.Namespace,
+    setup: Setup,
+    io: Io,
+    opened: Iterable[tuple[str, Target, _Source]],
+    errors: list[str],
+    began: float,
+) -> int:
+    """Search each opened PATH (its target and where its files come from), print as rg
+    prints, and give rg's exit status. Each target's root is closed here."""
+    matcher, paths, rules = setup.matcher, setup.paths, setup.rules
+    given = setup.given
+    out = io.out
     # (-H/-I say; else a path is printed unless one file PATH alone is searched, see below)
-    sink = Sink(out, args, before or after, args.with_filename is not False, matcher)
+    sink = Sink(out, args, setup.before or setup.after, args.with_filename is not False, matcher)
     matched = searched = files_matched = listed = 0
     used: list[tuple[str, _Source]] = []
     failed = False
-    errors: list[str] = []
     try:
-        for path, target in targets(given, bool(paths), args, errors):
+        for path, target, source in opened:
             try:
                 if target.is_file and len(given) == 1 and args.with_filename is None:
                     sink.with_filename = False  # as rg: one file searched prints no path
@@ -75,10 +149,9 @@ def grep(args: argparse.Namespace) -> int:
                     target.start,
                     WalkOptions(hidden=args.hidden, no_ignore=args.no_ignore),
                 )
-                source = _Source(args, target, matcher)
                 batches = source.batches if source.batches is not None else walker.batches()
                 if rules is not None and not target.is_file:  # (a file PATH: always searched)
-                    batches = _filtered(batches, target, rules)
+                    batches = _filtered(batches, target, rules, io.getcwd())
                 try:
                     stats = run_grep(
                         matcher,
@@ -89,7 +162,7 @@ def grep(args: argparse.Namespace) -> int:
                         join=source.join,
                     )
                 except RootgrepError as e:  # the PATH vanished, or is a FIFO, ...
-                    print(f"rootgrep: {path}: {one_line(str(e))}", file=sys.stderr)
+                    print(f"rootgrep: {path}: {one_line(str(e))}", file=io.err)
                     failed = True
                     continue
                 matched += stats.matches
@@ -97,7 +170,7 @@ def grep(args: argparse.Namespace) -> int:
                 searched += stats.files_searched
                 listed += source.held
                 used.append((path, source))
-                failed = said_errors(walker, target) or failed
+                failed = said_errors(walker, target, io.err) or failed
             finally:
                 target.root.close()
     finally:
@@ -110,7 +183,7 @@ def grep(args: argparse.Namespace) -> int:
         print(
             "rootgrep: no files were searched: they are hidden, ignored or excluded by -g "
             "or -t/-T (see --hidden, --no-ignore)",
-            file=sys.stderr,
+            file=io.err,
         )
         return 2
     if failed:
@@ -148,7 +221,7 @@ def _list_files(args: argparse.Namespace, paths: list[str], rules: _FileRules | 
                 walker = Walker(target.root.fs, target.start, options)
                 batches: Iterator[DirBatch] = walker.batches()
                 if rules is not None and not target.is_file:
-                    batches = _filtered(batches, target, rules)
+                    batches = _filtered(batches, target, rules, os.getcwd())
                 for batch in batches:
                     with batch:
                         for fe in batch.files:
@@ -179,11 +252,7 @@ class _Source:
     which and why. ``batches`` is None for a live walk."""
 
     def __init__(self, args: argparse.Namespace, target: Target, matcher: Matcher) -> None:
-        self.batches: Iterator[DirBatch] | None = None
-        self.join = True
-        self.held = 0  # files the index holds for the PATH (a walk counts its own)
-        self.kind = "live"
-        self.why = ""
+        self._live()
         if args.no_index:
             self.why = "--no-index"
         elif args.invert_match:
@@ -225,15 +294,32 @@ class _Source:
         ) as e:  # (an index is an optimisation: scan live)
             self.why = f"the index could not be asked ({describe(e)})"
             return
-        if fresh is None:
-            return
+        if fresh is not None:
+            self.answered(fresh, target, self.why)
+
+    def _live(self) -> None:
+        self.batches: Iterator[DirBatch] | None = None
+        self.join = True
+        self.held = 0  # files the index holds for the PATH (a walk counts its own)
+        self.kind = "live"
+        self.why = ""
+
+    @classmethod
+    def unasked(cls) -> _Source:
+        """A live walk until ``answered`` (the daemon asks its own index: ``served_grep``)."""
+        source = cls.__new__(cls)
+        source._live()
+        return source
+
+    def answered(self, fresh: FreshAnswer, target: Target, why: str) -> None:
+        """The PATH's files are the ones a daemon's fresh answer names."""
         self.batches = fresh.batches(target.root)
         # (the candidates of a query with a required trigram mostly match: searched one by
         # one, as the MCP grep does; without one, every text file is, in joined chunks)
         self.join = not fresh.narrowed
         self.held = fresh.held
         self.kind = "index"
-        self.why += f"; {n_files(fresh.changed).replace(' ', ' changed ')} read as they are now"
+        self.why = f"{why}; {n_files(fresh.changed).replace(' ', ' changed ')} read as they are now"
 
 
 def _print_stats(
@@ -352,11 +438,13 @@ class _FileRules:
         return True
 
 
-def _filtered(batches: Iterator[DirBatch], target: Target, rules: _FileRules) -> Iterator[DirBatch]:
+def _filtered(
+    batches: Iterator[DirBatch], target: Target, rules: _FileRules, cwd_path: str
+) -> Iterator[DirBatch]:
     """The walk's batches with only the files the rules select. rg matches a glob against
     the path as printed, without a leading ``./`` and with the working directory taken off
     an absolute path below it; each directory below the PATH is judged on its own."""
-    cwd = os.fsencode(os.getcwd()).rstrip(b"/") + b"/"
+    cwd = os.fsencode(cwd_path).rstrip(b"/") + b"/"
     pruned: dict[bytes, bool] = {b"": False}  # (the PATH itself is never judged, as in rg)
 
     def is_pruned(rel_dir: bytes) -> bool:

@@ -218,6 +218,10 @@ def _daemon(cache: str, roots: list[Root], max_file_size: int) -> int:
     # tells another process's grep which files changed since the last fold, so the CLI's
     # grep can answer from these indexes exactly (see index/freshness.py)
     answers = FreshnessServer(manager)
+    # and runs a CLI's whole grep here, when the CLI asks (``remote_grep``, ``served_grep``)
+    from .served_grep import run_for_peer
+
+    answers.runner = run_for_peer
     try:
         building = []
         for r in roots:

@@ -9,6 +9,7 @@ from ..grep import (
     FileMatches,
     LineMatch,
     Matcher,
+    Room,
     match_spans,
 )
 
@@ -54,6 +55,13 @@ class Sink:
         # -o: each match of a line printed alone (-v prints whole lines, as rg)
         self.only_flag: bool = args.only_matching
         self.only: Matcher | None = matcher if self.only_flag and not self.invert else None
+        # -c alone: each file's matching lines counted, none of them held (``count_lines``)
+        counting = self.mode == "count" and not (self.json or self.only_flag or self.invert)
+        self._room = Room(count=True) if counting and self.max_count is None else None
+
+    def room(self, path: bytes) -> Room | None:
+        """What the search may gather of a file (``run_grep`` asks): for -c alone, a count."""
+        return self._room
 
     def __call__(self, fm: FileMatches) -> bool:
         assert self.target is not None
@@ -63,6 +71,11 @@ class Sink:
         if self.max_count is not None and len(fm.matches) > self.max_count:
             late = fm.matches[self.max_count :]
             fm = FileMatches(fm.path, fm.matches[: self.max_count])
+        if fm.count > 0:  # (a counting room's answer: ``room``)
+            self.shown += 1
+            n = b"%d" % fm.count
+            self.out.write(path + b":" + n + b"\n" if self.with_filename else n + b"\n")
+            return True
         if not fm.matches:
             return True
         self.shown += 1

@@ -17,7 +17,7 @@ from .common import one_line
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from typing import Any
+    from typing import Any, TextIO
 
 
 def targets(
@@ -33,10 +33,11 @@ def targets(
             errors.append(path)
 
 
-def said_errors(walker: Walker, target: Target) -> bool:
-    """Say on stderr what a walk could not read (as rg does); whether there was any."""
+def said_errors(walker: Walker, target: Target, err: TextIO | None = None) -> bool:
+    """Say on stderr (or ``err``) what a walk could not read (as rg does); whether there was
+    any."""
     for rel, why in walker.errors:
-        print(f"rootgrep: {display(target.shown(rel))}: {why}", file=sys.stderr)
+        print(f"rootgrep: {display(target.shown(rel))}: {why}", file=err or sys.stderr)
     return bool(walker.errors)
 
 

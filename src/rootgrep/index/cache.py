@@ -40,8 +40,13 @@ from collections.abc import Iterator
 
 from .. import confine
 from ..confine import Beneath
-from ..digest import sha256
 from ..errors import InvalidPath, RootgrepError
+
+# (the names are ``names.py``'s, re-exported: the cache's users name them from here)
+from .names import SCHEMA_VERSION as SCHEMA_VERSION
+from .names import default_cache_dir as default_cache_dir
+from .names import folder_name as folder_name
+from .names import root_key
 from .reading import read_whole
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
@@ -49,21 +54,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-# The layout of an index folder's contents (``fields.py``'s fields, ``state.py``'s files);
-# bumped with any change to it. Here: a CLI grep that asks a daemon names the folder without
-# importing the store (and tantivy). Its history:
-# 2: trigrams keep their case; 3: binary state; 4: bound to a directory;
-# 5: symbols (``sym``, ``defs``, ``symbols``) and the ``low`` (test/vendored/generated) flag;
-# 6: no stored copy of the files (snippets and grep read the files themselves), and no
-# positions (phrases are checked on the files); 7: one ``sym`` field for every symbol name
-# (``defs`` and ``main`` folded into it), symbols stored compactly, without signatures;
-# 8: ``content`` cut by the simple tokenizer over ``word_text`` (``_`` stored as ``WORD_JOIN``);
-# 9: a large file's trigrams in pieces cut at line ends (``tri_pieces``: part documents);
-# 10: every file's trigrams in part documents only (its main document holds none), so a
-# build commits them first, ready for grep, and its words and symbols after (``_complete_locked``);
-# 11: a file's key holds its ctime (``state.Entry``: an edit that keeps the size and sets the
-# mtime back is seen); 12: ``parts``, the sub-words of the compound names a file defines
-SCHEMA_VERSION = 12
 CACHE_MODE = 0o700
 LOCK_FILE = b"lock"
 OPEN_LOCK = "open.lock"  # held exclusive by the process making (or remaking) an index
@@ -80,15 +70,6 @@ def is_tantivy_temp(name: bytes) -> bool:
     """Whether ``name`` is named as the tempfile crate names tantivy's temps: ``.tmp`` and 6
     ASCII letters or digits (tested without ``re``: the CLI's start-up does not import it)."""
     return len(name) == 10 and name[:4] == b".tmp" and _ALNUM.issuperset(name[4:])
-
-
-def default_cache_dir() -> str:
-    """``$ROOTGREP_CACHE_DIR``, else ``$XDG_CACHE_HOME/rootgrep``, else ``~/.cache/rootgrep``."""
-    env = os.environ.get("ROOTGREP_CACHE_DIR")
-    if env:
-        return env
-    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(xdg, "rootgrep")
 
 
 def hide_if_present(path: str) -> tuple[int, int] | None:
@@ -108,21 +89,11 @@ class CacheUnusable(InvalidPath):
     """The cache dir cannot be trusted (a symlink, someone else's, or group/other-writable)."""
 
 
-def folder_name(root_path: bytes, schema: int | None = None) -> str:
-    """The index folder of a root for one schema (default ``SCHEMA_VERSION``): the hash of its
-    canonical path, ``-v`` and the schema version."""
-    return f"{_root_key(root_path)}-v{SCHEMA_VERSION if schema is None else schema}"
-
-
-def _root_key(root_path: bytes) -> str:
-    return sha256(root_path).hexdigest()[:20]
-
-
 def older_schema(name: str, root_path: bytes, schema: int) -> bool:
     """Whether ``name`` is an index folder of ``root_path`` for a schema older than
     ``schema``: ``-v`` and a lower version, or the bare hash (the folder of every schema up
     to 10, before folders were keyed by it)."""
-    key = _root_key(root_path)
+    key = root_key(root_path)
     if name == key:
         return True
     version = name[len(key) + 2 :] if name.startswith(key + "-v") else ""

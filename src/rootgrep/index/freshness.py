@@ -41,8 +41,10 @@ from ..confine import display, strip_prefix
 from ..errors import RootgrepError
 from ..roots import Root
 from ..walker import DirBatch, Walker, order_key, path_batches
+from . import run_wire
 from .cache import CacheDir, IndexFolder, folder_name
-from .cache import default_cache_dir as default_cache_dir  # (re-exported: the CLI's)
+from .names import SOCKET_NAME
+from .names import default_cache_dir as default_cache_dir  # (re-exported: the CLI's)
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
@@ -51,12 +53,12 @@ if TYPE_CHECKING:
 
     from .manager import IndexManager
 
-SOCKET_NAME = "daemon.sock"
 PROTOCOL = 2  # (1: JSON lines)
 MAX_DIRTY = 20_000  # more unfolded changes than this: not fresh (the answer stays small)
 MAX_LINE = 1 << 20  # a request line (a pattern of up to grep.MAX_PATTERN_BYTES, in base64)
 MAX_ANSWER = 1 << 30  # the paths of an answer (NUL-separated); an index of 10M files fits
 TIMEOUT_SECONDS = 5.0  # hang guard on either side of one exchange
+MAX_RUNS = 4  # CLI greps run whole at once (``_start_run``); one more is run by its CLI
 REQUEST_SECONDS = 1.0  # the daemon reads a whole request line within this (an asker sends
 # it in one write at once: one that trickles in would hold the one answering thread)
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
@@ -189,6 +191,13 @@ class FreshnessServer:
         self._selector.register(self._wake_r, self._readable, None)
         self._thread: Any = None  # (threading.Thread, made on first use)
         self._closed = False
+        # a CLI's grep run whole, on a thread of its own (``_start_run``): at most MAX_RUNS
+        self.runner: Callable[[FreshnessServer, bytes, Any, str, list[str]], None] | None = None
+        import threading
+
+        self._runs = threading.BoundedSemaphore(MAX_RUNS)
+        self._running: set[Any] = set()  # (their connections: shut at close)
+        self._running_lock = threading.Lock()
 
     def serve(self, root_path: bytes) -> str | None:
         """Answer for the index of ``root_path`` (its own index: not a view of an outer one).
@@ -248,21 +257,28 @@ class FreshnessServer:
                 except OSError as e:
                     log.warning("freshness socket of %r: %s", served.root_path, e)
                     continue
-                with conn:
-                    try:
-                        self._exchange(conn, served)
-                    except Exception as e:  # a client that went away, garbage, a bug: the
-                        # asker scans live; this thread serves the next one
-                        log.info("a freshness request failed: %r", e)
+                handed = False
+                try:
+                    handed = self._exchange(conn, served)
+                except Exception as e:  # a client that went away, garbage, a bug: the
+                    # asker scans live; this thread serves the next one
+                    log.info("a freshness request failed: %r", e)
+                finally:
+                    if not handed:
+                        conn.close()
 
-    def _exchange(self, conn: socket.socket, served: _Served) -> None:
+    def _exchange(self, conn: socket.socket, served: _Served) -> bool:
+        """Answer one connection; True when it was handed to a thread of its own (a grep run
+        whole: ``_start_run``), which closes it."""
         conn.setblocking(True)
         conn.settimeout(TIMEOUT_SECONDS)
         if _peer_uid(conn) != os.geteuid():
-            return  # (the cache dir is 0700; a peer of another uid is refused all the same)
+            return False  # (the cache dir is 0700; a peer of another uid is refused all the same)
         # one thread answers every asker in turn: a request that trickles in is cut off
         line = _read_line(conn, MAX_LINE, REQUEST_SECONDS)
         conn.settimeout(TIMEOUT_SECONDS)
+        if run_wire.is_run_request(line):
+            return self._start_run(conn, served, line)
         paths: list[bytes] = []
         try:
             request = _parse_request(line)
@@ -273,6 +289,53 @@ class FreshnessServer:
             answer = {"fresh": False, "why": f"{type(e).__name__}: {e}"}
         blob = b"\0".join(paths)
         conn.sendall(_answer_line(answer, len(blob)) + blob)
+        return False
+
+    def _start_run(self, conn: socket.socket, served: _Served, line: bytes) -> bool:
+        """A CLI's grep run whole (``remote_grep``) on a thread of its own, by ``runner``
+        (the CLI's, given by the daemon verb: the index knows nothing of printing); declined
+        when there is none, or ``MAX_RUNS`` run already (the CLI then runs it itself)."""
+        import threading
+
+        if self.runner is None or self._closed or not self._runs.acquire(blocking=False):
+            conn.sendall(run_wire.frame(run_wire.LOCAL, b"busy"))
+            return False
+
+        def run() -> None:
+            import logging
+
+            try:
+                cwd, argv = run_wire.parse_run_request(line)
+                assert self.runner is not None
+                self.runner(self, served.root_path, conn, cwd, argv)
+            except Exception as e:  # (the CLI says its connection broke off, or runs it)
+                logging.getLogger("rootgrep.index").info("a grep run for a CLI failed: %r", e)
+            finally:
+                with self._running_lock:
+                    self._running.discard(conn)
+                conn.close()
+                self._runs.release()
+
+        with self._running_lock:
+            self._running.add(conn)
+        threading.Thread(target=run, name="rootgrep-cli-grep", daemon=True).start()
+        return True
+
+    def fresh_for(
+        self, root_path: bytes, target: Root, query: dict[str, Any], max_file_size: int
+    ) -> tuple[FreshAnswer | None, str]:
+        """What ``ask_fresh`` would hear from this daemon for ``target`` (beneath the root
+        this daemon serves at ``root_path``), answered in this process: a CLI's grep run
+        whole here (``cli.served_grep``) reads the same files a local one would."""
+        comps = strip_prefix(target.path, root_path)
+        if comps is None:
+            return None, f"{display(root_path)} does not hold {display(target.path)}"
+        dev, ino = target.fs.identity()
+        request = {"place": _b64(b"/".join(comps)), "dev": dev, "ino": ino, "q": query}
+        header, paths = self.answer(root_path, request)
+        if not header.get("fresh"):
+            return None, f"the daemon says: {header.get('why', 'not fresh')}"
+        return _fresh_answer(header, paths, display(root_path), max_file_size)
 
     def answer(
         self, root_path: bytes, request: dict[str, Any]
@@ -347,6 +410,10 @@ class FreshnessServer:
         self._closed = True
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
+        with self._running_lock:  # (a run blocked on a CLI that reads no more ends now)
+            for conn in self._running:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(_socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(TIMEOUT_SECONDS)
         for s in self._served:
@@ -457,11 +524,17 @@ def _ask_index(
         folder.close()
     if header is None:
         return None, why
-    if max_file_size > int(header.get("max_file_size", 0)):
-        return None, "--max-file-size is above the daemon's (its index lacks larger files)"
     paths = blob.split(b"\0") if blob else []
     if any(not p or p.startswith(b"/") for p in paths):
         return None, f"the daemon of {shown} answered nonsense"
+    return _fresh_answer(header, paths, shown, max_file_size)
+
+
+def _fresh_answer(
+    header: dict[str, Any], paths: list[bytes], shown: str, max_file_size: int
+) -> tuple[FreshAnswer | None, str]:
+    if max_file_size > int(header.get("max_file_size", 0)):
+        return None, "--max-file-size is above the daemon's (its index lacks larger files)"
     pid = int(header.get("pid", 0))
     why = f"the index of {shown}, kept fresh by rootgrep daemon pid {pid}"
     counts = int(header.get("changed", 0)), int(header.get("held", 0))

@@ -2,7 +2,7 @@
 missing, damaged or of another directory), its manifest, and the views of its state.
 
 Layout (one folder per root and schema version under the cache dir, named by a hash of the
-root's canonical path and the version: ``cache.folder_name``):
+root's canonical path and the version: ``names.folder_name``):
 ``manifest.json`` (schema version, root path), ``tantivy/`` (the index), ``state.bin`` (what
 each indexed file's (size, mtime_ns, inode) and file id were; a compact binary file, since it
 is rewritten at every commit and read by every process that follows the index). A file's id
@@ -37,6 +37,7 @@ from ..confine import Beneath, display
 from ..errors import RootgrepError
 from ..grep import DEFAULT_MAX_FILE_SIZE
 from . import cache as cache_mod
+from . import names
 from .cache import OPEN_LOCK, CachedIndex, CacheDir, IndexFolder
 from .completing import Completing
 from .fields import build_schema, register_tokenizers
@@ -180,7 +181,7 @@ class RootIndex(
         rootgrep's daemon still running keeps its own: see ``CacheDir.evict_older``)."""
         assert self.cache is not None
         try:
-            gone = self.cache.evict_older(self.root_path, cache_mod.SCHEMA_VERSION)
+            gone = self.cache.evict_older(self.root_path, names.SCHEMA_VERSION)
         except (OSError, RootgrepError) as e:  # (the cache listing: left to the LRU prune)
             log.warning("index of %r: older versions' folders not removed: %s", self.dir, e)
             return
@@ -276,7 +277,7 @@ class RootIndex(
         m = self._read_manifest()
         if m is None:
             return False
-        schema = cache_mod.SCHEMA_VERSION
+        schema = names.SCHEMA_VERSION
         return m.get("schema_version") == schema and m.get("root") == _b64(self.root_path)
 
     def _bound_identity(self) -> tuple[int, int] | None:
@@ -289,7 +290,7 @@ class RootIndex(
         """The manifest: schema version and root (and the device and inode of the directory
         the index is made from), plus ``extra`` fields (JSON values)."""
         manifest: dict[str, object] = {
-            "schema_version": cache_mod.SCHEMA_VERSION,
+            "schema_version": names.SCHEMA_VERSION,
             "root": _b64(self.root_path),
             "root_display": display(self.root_path),
         }
