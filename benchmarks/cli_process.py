@@ -37,6 +37,7 @@ def _hyperfine(
     env: dict[str, str],
     cpu: dict[str, float] | None = None,
     stat: str = "median",
+    cwd: str | None = None,
 ) -> dict[str, float]:
     """Median (or ``stat``) seconds of each command (hyperfine -N: no shell in between);
     ``cpu`` gets each one's mean CPU seconds (user + system: less moved by a busy machine)."""
@@ -45,7 +46,7 @@ def _hyperfine(
                 "--export-json", out.name]  # fmt: skip
         for name, cmd in commands.items():
             argv += ["-n", name, " ".join(_quote(c) for c in cmd)]
-        subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, cwd=cwd)
         with open(out.name) as f:
             results = json.load(f)["results"]
     if cpu is not None:
@@ -57,9 +58,51 @@ def _quote(arg: str) -> str:
     return arg if arg and all(c.isalnum() or c in "/._-=" for c in arg) else repr(arg)
 
 
-def _lines(cmd: list[str], env: dict[str, str]) -> int:
-    out = subprocess.run(cmd, capture_output=True, env=env, check=False, timeout=600)
+def _lines(cmd: list[str], env: dict[str, str], cwd: str | None = None) -> int:
+    out = subprocess.run(cmd, capture_output=True, env=env, check=False, timeout=600, cwd=cwd)
     return out.stdout.count(b"\n")
+
+
+# Run in the repository, as a user does (``cd repo; rootgrep grep ...``): there the daemon of
+# the working directory runs the whole grep (``remote_grep``); each beside ``rg --sort path``,
+# the order rootgrep prints in (rg then searches on one thread), and plain ``rg``
+IN_REPO = (
+    ("rare literal", ["getrecursionlimit"]),
+    ("common literal", ["return"]),
+    ("-c -F", ["-c", "-F", "return"]),
+)
+
+
+def _in_repo_rows(name: str, repo: str, cache: str, env: dict[str, str]) -> list[str]:
+    """The ``IN_REPO`` greps run in ``repo`` with its daemon up (rows of the table)."""
+    env = {**env, "ROOTGREP_CACHE_DIR": cache}  # (where the command looks for the daemon)
+    daemon = _start_daemon(repo, cache, env)
+    rows = []
+    try:
+        for what, args in IN_REPO:
+            commands = {
+                "rootgrep": [ROOTGREP, "grep", *args],
+                "rg --sort path": [RG, "--sort", "path", "-n", *args],
+                "rg": [RG, "-n", *args],
+            }
+            counts = {k: _lines(v, env, repo) for k, v in commands.items()}
+            cpu: dict[str, float] = {}
+            t = _hyperfine(commands, env, cpu, cwd=repo)
+            sort, plain = t["rg --sort path"], t["rg"]
+            rows.append(
+                f"| {name}: `rootgrep grep {' '.join(args)}` ({what}, {counts['rootgrep']} lines) "
+                f"| {_ms(t['rootgrep'])} | `rg --sort path` {_ms(sort)}, `rg` {_ms(plain)} | "
+                f"{t['rootgrep'] / sort:.2f}× / {t['rootgrep'] / plain:.2f}× | "
+                f"{_ms(cpu['rootgrep'])} (the CLI's alone) vs {_ms(cpu['rg --sort path'])} |"
+            )
+            if len(set(counts.values())) != 1:
+                rows.append(f"| WARNING: lines differ: {counts} | | | | |")
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+        if daemon.stderr is not None:
+            daemon.stderr.close()
+    return rows
 
 
 def _start_daemon(tree: str, cache: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -95,12 +138,13 @@ cpu = time.process_time
 marks = [(clock(), cpu())]
 from rootgrep import cli
 from rootgrep.cli import grep_verb as g
+from rootgrep.cli.targets import open_target
 gc.freeze(); gc.enable()
 marks.append((clock(), cpu()))
 a = cli.parse_grep_args(sys.argv[1:])
 marks.append((clock(), cpu()))
 m = g.Matcher(g._query_of(a.args[:1], a, 0, 0))
-target = g.open_target(a.args[1], True, "within")
+target = open_target(a.args[1], True, "within")
 src = g._Source(a, target, m)
 marks.append((clock(), cpu()))
 buf = io.BytesIO()
@@ -161,6 +205,12 @@ def main() -> int:
         cache = os.path.join(tmp, "cache")
         env = {**os.environ, "CSEARCHINDEX": os.path.join(tmp, "csearchindex")}
         env.pop("RIPGREP_CONFIG_PATH", None)
+        env.pop("ROOTGREP_GREP_HERE", None)
+        s_repo = os.path.join(tmp, "stdlib")  # S: the standard library without site-packages
+        shutil.copytree(corpus, s_repo, symlinks=True,
+                        ignore=shutil.ignore_patterns("site-packages", "__pycache__"))  # fmt: skip
+        print(f"cli_process: indexing {s_repo} (rootgrep daemon) ...", file=sys.stderr)
+        in_repo = _in_repo_rows("S", s_repo, os.path.join(tmp, "cache-s"), env)
         if csearch:
             subprocess.run(["cindex", corpus], env=env, check=True, capture_output=True)
         print(f"cli_process: indexing {corpus} (rootgrep daemon) ...", file=sys.stderr)
@@ -226,6 +276,13 @@ def main() -> int:
         f"{_ms(s_cpu['rootgrep (start-up)'])} vs {_ms(s_cpu['rg (start-up)'])} |"
     )
     print("\n".join(rows))
+    print(
+        "\nIn the repository, its daemon running (it runs the whole grep), beside rg, medians;"
+        " ratio to `rg --sort path` / to `rg`:\n"
+    )
+    print("| work | rootgrep | rg | ratio (wall) | CPU (user + system, means) |")
+    print("|---|---|---|---|---|")
+    print("\n".join(in_repo))
     print(f"\nWhere the rare literal's time goes (fresh processes, median and best of {RUNS}):\n")
     print("| phase | median | best | CPU (median) |")
     print("|---|---|---|---|")

@@ -43,6 +43,12 @@ def _empty(v: object) -> bool:
 
 class IndexInfo(BaseModel):
     state: Literal["off", "building", "ready", "stale"] = "off"
+    phase: Literal["none", "grep", "complete"] = Field(
+        default="none",
+        description="what the index answers now: none (grep, search and find_symbol read the "
+        "files live), grep (its trigrams are committed: grep answers from it, while its words "
+        "and symbols are still being added), complete (grep, search and find_symbol)",
+    )
     files: int = 0
     bytes: int = 0
     updated_at: str | None = None

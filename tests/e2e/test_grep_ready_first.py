@@ -2,7 +2,7 @@
 commit is held back, a real client's ``grep`` is answered from the index and exactly (a file
 written meanwhile included), ``find_symbol`` finds the definitions of the files whose symbols
 are not committed yet (parsed live), ``search`` says it is partial, and ``list_roots`` still
-says "building"; once the build is done, all of it comes from the index."""
+says "building", in its grep phase; once the build is done, all of it comes from the index."""
 
 from __future__ import annotations
 
@@ -74,11 +74,17 @@ async def test_grep_answers_from_the_index_before_the_symbols_are_committed(
             assert "partial" in text(r)
             r = await c.call_tool("list_roots", {})
             assert [x["index"]["state"] for x in r.structured_content["roots"]] == ["building"]
+            # (and which phase: grep answers from it, its words and symbols are to come)
+            assert [x["index"]["phase"] for x in r.structured_content["roots"]] == ["grep"]
+            assert "grep answers from it, its words and symbols still being added" in text(r)
             held.set()
             with anyio.fail_after(60):
                 while ix.state != "ready":
                     await anyio.sleep(0.02)
             assert not ix.grep_first and ix.index.complete
+            r = await c.call_tool("list_roots", {})
+            assert [x["index"]["phase"] for x in r.structured_content["roots"]] == ["complete"]
+            assert "still being added" not in text(r)
             r = await c.call_tool("search", {"query": "Shape"})
             sc = r.structured_content
             assert sc["partial"] is False and sc["results"][0]["path"] == "src/shapes.py", text(r)

@@ -20,7 +20,7 @@ import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ..audit import Audit
 from ..confine import DEFAULT_MAX_READ_BYTES, SymlinkPolicy
@@ -335,8 +335,14 @@ class ServiceBase:
         files, size = store.file_count, store.size_bytes
         if found is not None and found[1]:  # shared with an outer root: count its own part
             files, size = store.count_below(found[1])
+        phase: Literal["none", "grep", "complete"] = "none"
+        if ix.state == "ready" and store.ready:
+            phase = "complete" if store.complete else "grep"
+        elif ix.answers_grep() and store.ready:  # (a build's first commit landed)
+            phase = "grep"
         return IndexInfo(
             state=ix.state,
+            phase=phase,
             files=files,
             bytes=size,
             updated_at=iso(store.synced_at) if store.synced_at else None,

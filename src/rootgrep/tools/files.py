@@ -30,10 +30,19 @@ def run_list_roots(c: Call, a: ListRootsArgs) -> ListRootsResult:
     return c.service.list_roots(c.roots, cursor=a.cursor)
 
 
+_PHASE_SAID = {
+    "none": "; grep, search and find_symbol read files live until it is built",
+    "grep": "; grep answers from it, its words and symbols still being added (search and "
+    "find_symbol read files live)",
+    "complete": "",
+}
+
+
 def answer_roots(r: ListRootsResult, out: Out) -> str:
     pieces = [
         f"{x.name} (id {x.id}) {x.uri} [{x.source}; index {x.index.state}"
         + (f", {plural(x.index.files, 'file')}" if x.index.state != "off" else "")
+        + (_PHASE_SAID[x.index.phase] if x.index.state in ("building", "ready") else "")
         + "]"
         for x in r.roots
     ] or ["(no roots: the client announced none inside the roots the operator serves)"]
