@@ -27,7 +27,9 @@ ENV = {
 # None (declined, or no daemon); the output the daemon sent goes to this process's fds
 ASK = (
     "import os, sys\n"
+    "from rootgrep import remote_grep\n"
     "from rootgrep.remote_grep import run_by_daemon\n"
+    "remote_grep.CONNECT_SECONDS = float(os.environ.get('ASK_CONNECT_SECONDS', '5'))\n"
     "status = run_by_daemon(sys.argv[1:])\n"
     "os.write(int(os.environ['ASK_FD']), repr(status).encode())\n"
 )
@@ -62,13 +64,16 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]
     assert stop(daemon, 15) == 0
 
 
-def asked(cache: Path, cwd: Path, *args: str) -> tuple[object, bytes, bytes]:
+def asked(
+    cache: Path, cwd: Path, *args: str, connect_seconds: float = 5.0
+) -> tuple[object, bytes, bytes]:
     """(what ``run_by_daemon`` returned, its stdout, its stderr) at ``cwd``."""
     r, w = os.pipe()
     try:
         out = subprocess.run(
             [sys.executable, "-c", ASK, *args], cwd=cwd, capture_output=True, pass_fds=(w,),
-            env={**ENV, "ROOTGREP_CACHE_DIR": str(cache), "ASK_FD": str(w)}, timeout=60,
+            env={**ENV, "ROOTGREP_CACHE_DIR": str(cache), "ASK_FD": str(w),
+                 "ASK_CONNECT_SECONDS": str(connect_seconds)}, timeout=60,
             check=False,
         )  # fmt: skip
         os.close(w)
@@ -236,6 +241,60 @@ def test_a_reader_gone_mid_answer_stops_quietly(served) -> None:  # type: ignore
                          env={**ENV, "ROOTGREP_CACHE_DIR": str(cache)}, timeout=60, check=False)  # fmt: skip
     assert out.stdout == f"a.py:1:def {WORD}():\n".encode() and out.stderr == b""
     assert asked(cache, tree, "-l", "return")[0] == 0
+
+
+def test_a_run_that_says_nothing_for_long_is_waited_for(served) -> None:  # type: ignore[no-untyped-def]
+    """The daemon says at once that it runs the grep (an empty frame); from then on the CLI
+    waits as long as the grep takes, however long it says nothing (-c over a large tree):
+    it is not given up and run again here, twice the work (seen with the wait until the
+    first output bounded by the connect time-out)."""
+    tree, cache, _ = served
+    args = ("-c", "-o", r"\w")  # (a million matches counted one by one: no output until the end)
+    began = time.monotonic()
+    status, out, err = asked(cache, tree, *args, connect_seconds=0.1)
+    assert time.monotonic() - began > 0.3  # (the grep took longer than that time-out)
+    assert status == 0 and (out, err, status) == cli(cache, tree, *args, here=True)
+
+
+def test_help_and_usage_errors_print_nothing_in_the_daemon(tmp_path: Path) -> None:
+    """A CLI's ``--help`` or bad flag is declined and said by the CLI; the daemon's own
+    stdout and stderr get none of it (a daemon whose stdout nobody reads would block)."""
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    out_path, err_path = tmp_path / "daemon.out", tmp_path / "daemon.err"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        daemon = subprocess.Popen([ROOTGREP, "daemon", str(tree)], stdout=out, stderr=err,
+                                  env={**ENV, "ROOTGREP_CACHE_DIR": str(cache)})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while b"watching" not in err_path.read_bytes():
+            assert time.monotonic() < deadline and daemon.poll() is None
+            time.sleep(0.05)
+        for args in (["--help"], ["-x", WORD], ["--threads", "many", WORD]):
+            assert asked(cache, tree, *args) == (None, b"", b"")
+            here = cli(cache, tree, *args)
+            assert here == cli(cache, tree, *args, here=True) and (here[0] + here[1])
+    finally:
+        assert stop(daemon, 15) == 0
+    said = out_path.read_bytes() + err_path.read_bytes()
+    assert b"usage:" not in said and b"unrecognized" not in said and b"invalid int" not in said
+
+
+def test_a_write_error_here_is_said_as_a_grep_here_says_it(served) -> None:  # type: ignore[no-untyped-def]
+    """stdout on a full device: the error is this process's, said in a local grep's words
+    (not blamed on the daemon)."""
+    tree, cache, _ = served
+    env = {**ENV, "ROOTGREP_CACHE_DIR": str(cache)}
+
+    def full(here: bool) -> tuple[bytes, int]:
+        with open("/dev/full", "wb") as dev:
+            out = subprocess.run([ROOTGREP, "grep", WORD], cwd=tree, stdout=dev,
+                                 stderr=subprocess.PIPE, timeout=60, check=False,
+                                 env={**env, **({"ROOTGREP_GREP_HERE": "1"} if here else {})})  # fmt: skip
+        return out.stderr, out.returncode
+
+    assert asked(cache, tree, WORD)[0] == 0  # (the daemon runs this one)
+    assert full(False) == full(True) == (b"rootgrep: [error] No space left on device\n", 2)
 
 
 # -- the wire ----------------------------------------------------------------------------------

@@ -49,16 +49,16 @@ def run() -> int:
             "PYTHONPATH: ignored %s (a relative entry names the working directory, whose "
             "code rootgrep never loads; keep PYTHONPATH absolute)", ", ".join(dropped)
         )  # fmt: skip
-    if sys.argv[1:2] == ["grep"]:
-        # (first: the daemon of the working directory runs the whole grep, if there is one;
-        # this process then imports no more of rootgrep than it takes to ask)
-        from .remote_grep import run_by_daemon
-
-        status = run_by_daemon(sys.argv[2:])
-        if status is not None:
-            return status
     gc.disable()
     try:
+        if sys.argv[1:2] == ["grep"]:
+            # (first: the daemon of the working directory runs the whole grep, if there is
+            # one; this process then imports no more of rootgrep than it takes to ask)
+            from .remote_grep import run_by_daemon
+
+            status = run_by_daemon(sys.argv[2:])
+            if status is not None:
+                return status
         from .cli import main
     finally:
         gc.freeze()

@@ -34,8 +34,9 @@ import sys
 from .index.names import SOCKET_NAME, default_cache_dir, folder_name
 from .index.run_wire import EXIT, LOCAL, MAX_REQUEST, OUT, frames, run_request
 
-CONNECT_SECONDS = 5.0  # until the daemon's first frame (its one answering thread may be busy)
-QUIET_SECONDS = 60.0  # between two frames of a running grep: a daemon this silent is given up
+# until the daemon's first frame: it runs the grep (an empty stdout frame) or declines (its
+# one answering thread may be busy with other askers: then the grep runs here)
+CONNECT_SECONDS = 5.0
 HERE_ENV = "ROOTGREP_GREP_HERE"
 
 
@@ -110,7 +111,7 @@ def _peer_uid(sock: _socket.socket) -> int:
 
 def _relay(sock: _socket.socket, request: bytes) -> int | None:
     """Send the request; copy the daemon's frames to fds 1 and 2 until its exit status."""
-    wrote = False
+    accepted = wrote = False  # (until something is written, a broken run is run here)
     buf = bytearray()
     try:
         sock.sendall(request)
@@ -126,9 +127,20 @@ def _relay(sock: _socket.socket, request: bytes) -> int | None:
                     if not wrote:
                         return None
                     raise ValueError("declined after its output began")
+                if not accepted:  # (the first frame, empty: the daemon runs it)
+                    accepted = True
+                    sock.settimeout(None)  # (a daemon that dies closes the connection)
+                if not payload:
+                    continue
                 wrote = True
-                _write_all(1 if kind == OUT else 2, payload)
-            sock.settimeout(QUIET_SECONDS)
+                try:
+                    _write_all(1 if kind == OUT else 2, payload)
+                except BrokenPipeError:
+                    raise
+                except OSError as e:  # (this process's own stream: said as a local grep says it)
+                    why = e.strerror or str(e)
+                    _write_all(2, f"rootgrep: [error] {' '.join(why.split())}\n".encode())
+                    return 2
     except BrokenPipeError:
         # the reader of stdout went away (``| head``): stop quietly, as rg does
         return 0

@@ -25,8 +25,14 @@ PATH, a directory that could not be read), also when other PATHs matched (as rg)
 Output is sorted by path (like `rg --sort path`); line numbers are always shown."""
 
 
-def grep_parser() -> argparse.ArgumentParser:
+def grep_parser(quiet: bool = False) -> argparse.ArgumentParser:
+    """The grep verb's parser; ``quiet``: one that prints nothing, not even help or a usage
+    error (it still raises SystemExit): the daemon's, parsing a CLI's words for it."""
     import argparse
+
+    class _Quiet(argparse.ArgumentParser):
+        def _print_message(self, message: str, file: Any = None) -> None:
+            pass
 
     class _GrepHelp(argparse.RawDescriptionHelpFormatter):
         """argparse's formatter without ``shutil`` (argparse makes one per ``add_argument``,
@@ -39,7 +45,7 @@ def grep_parser() -> argparse.ArgumentParser:
                 width = 80
             super().__init__(prog, width=max(width - 2, 20))
 
-    g = argparse.ArgumentParser(
+    g = (_Quiet if quiet else argparse.ArgumentParser)(
         prog="rootgrep grep",
         allow_abbrev=False,  # (``--files`` must not become ``--files-with-matches``)
         usage="rootgrep grep [OPTIONS] PATTERN [PATH ...]\n"
@@ -410,13 +416,14 @@ def attach_values(argv: list[str]) -> list[str]:
     return out
 
 
-def parse_grep_args(argv: list[str]) -> Any:
+def parse_grep_args(argv: list[str], quiet: bool = False) -> Any:
     """``rootgrep grep``'s words read as rg reads them: ``quick_grep_args`` for the common
-    forms, argparse for the rest (help, errors, bundled or rare flags)."""
+    forms, argparse for the rest (help, errors, bundled or rare flags; ``quiet``: printing
+    nothing, see ``grep_parser``)."""
     argv = attach_values(argv)
     args = quick_grep_args(argv)
     if args is None:
-        gp = grep_parser()
+        gp = grep_parser(quiet)
         # intermixed parsing lets flags follow DIRs (as in rg); it mishandles "--"
         args = gp.parse_args(argv) if "--" in argv else gp.parse_intermixed_args(argv)
     return args

@@ -105,8 +105,8 @@ def run_for_peer(
     def decline(why: str) -> None:
         conn.sendall(run_wire.frame(run_wire.LOCAL, why.encode("utf-8", "replace")[:200]))
 
-    try:
-        args = parse_grep_args(argv)
+    try:  # (quiet: argparse would print help or a usage error on the daemon's own streams)
+        args = parse_grep_args(argv, quiet=True)
     except SystemExit:  # (a usage error, or --help: the CLI says it in its own words)
         return decline("usage")
     why = declined(args)
@@ -135,6 +135,9 @@ def run_for_peer(
             if fresh is None:
                 return decline(why)
             source.answered(fresh, target, why)
+        # accepted: an empty stdout frame, after which the CLI waits as long as the grep
+        # takes (this one may say nothing for a while: -c over a large tree)
+        conn.sendall(run_wire.frame(run_wire.OUT, b""))
         out = io.BufferedWriter(_Frames(conn, run_wire.OUT), 1 << 16)
         err = io.TextIOWrapper(
             io.BufferedWriter(_Frames(conn, run_wire.ERR), 1 << 12),
