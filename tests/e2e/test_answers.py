@@ -9,6 +9,7 @@ import os
 import random
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +25,17 @@ BUDGET = 20_000  # the default --max-answer-chars
 NEXT = re.compile(r"start_line=(\d+)")
 
 
-def varied_lines(n: int, seed: int, longest: int = 1_800) -> list[str]:
-    """n lines of varied length (under read_file's 2,000-character cut), some multibyte."""
+def varied_lines(n: int, seed: int, longest: int = 1_800) -> Iterator[str]:
+    """n lines of varied length (under read_file's 2,000-character cut), some multibyte; made
+    one at a time (the callers stop after a few MB: n of them would be tens of MB)."""
     rnd = random.Random(seed)
     words = ["alpha", "βeta", "gamma", "δέλτα", "日本語", "x", "emoji😀", "tab\there", "z" * 40]
-    out = []
     for i in range(n):
         width = rnd.choice((0, 5, 30, 80, 200, 700, longest))
         line = f"{i + 1}:"
         while len(line) < width:
             line += " " + rnd.choice(words)
-        out.append(line[:longest] + "\n")
-    return out
+        yield line[:longest] + "\n"
 
 
 async def read_to_end(c: Any, path: str, **extra: Any) -> tuple[str, int, list[int]]:

@@ -89,8 +89,12 @@ async def follow(c: Any, tool: str, args: dict[str, Any], budget: int | None) ->
         assert pages < 10_000
 
 
+# Each page is computed whole (up to max_results items) before the budget cuts it, so the
+# page size sets what paging costs, not what it checks: a page of 100 grep matches or 10
+# search results is cut by these budgets after a few items as one of 1,000 or 100 is
+# (``first`` below shows it), and the cut pages are followed at that size.
 BUDGETED = {
-    "grep": {"pattern": "needle", "max_results": 1000},
+    "grep": {"pattern": "needle", "max_results": 30},
     "find_files": {"pattern": "*.py", "max_results": 1000},
     "list_directory": {"path": "flat"},
 }
@@ -125,7 +129,7 @@ async def test_small_budget_search_and_read(make_server, tmp_path: Path) -> None
     async with connect(server, "legacy") as c:
         first = await c.call_tool("search", {"query": "needle", "max_results": 100})
         assert "left out" in text(first) and "cursor=" in text(first), text(first)[-300:]
-        cut = await follow(c, "search", {"query": "needle", "max_results": 100}, budget)
+        cut = await follow(c, "search", {"query": "needle", "max_results": 10}, budget)
     full = make_server([root], index=True)
     await _ready(full, root)
     async with connect(full, "legacy") as c:
@@ -336,12 +340,13 @@ async def test_small_budget_with_long_paths(make_server, tmp_path: Path) -> None
             (d / f"{i:03}_{'n' * 150}.txt").write_text(f"needle {j}.{i}\nhay\nneedle again\n")
     rel = str(deep.relative_to(root))
     budget = 8_000
+    page = {"max_results": 10}  # (cut after an item or two, as a page of 200 is: see BUDGETED)
     for tool, args in (
-        ("grep", {"pattern": "needle"}),
-        ("grep", {"pattern": "needle", "output_mode": "count"}),
-        ("grep", {"pattern": "needle", "output_mode": "files_with_matches"}),
-        ("grep", {"pattern": "needle", "before": 1, "after": 2}),
-        ("find_files", {"pattern": "*.txt"}),
+        ("grep", {"pattern": "needle", **page}),
+        ("grep", {"pattern": "needle", "output_mode": "count", **page}),
+        ("grep", {"pattern": "needle", "output_mode": "files_with_matches", **page}),
+        ("grep", {"pattern": "needle", "before": 1, "after": 2, **page}),
+        ("find_files", {"pattern": "*.txt", **page}),
         ("list_directory", {"path": rel + "/sub1"}),
     ):
         async with connect(make_server([root]), "legacy") as c:
