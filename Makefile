@@ -39,8 +39,10 @@ run: install
 # servers, subprocesses and the kernel about half of its time, so four share 2 cores well
 # (measured on 2 cores: -n 2 5m50 wall, -n 4 4m34, the same CPU)
 JOBS ?= 4
+# (bytecode written even where PYTHONDONTWRITEBYTECODE is set: each test process otherwise
+# rewrites and compiles every test module's asserts again, 5 s of CPU each, every run)
 test: install
-	$(BIN)/python -m pytest -q -x --timeout=300 -n $(JOBS) tests
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -x --timeout=300 -n $(JOBS) tests
 
 bench: install
 	@mkdir -p .benchmarks
@@ -77,10 +79,11 @@ kill-loop: install
 soak: install
 	$(BIN)/python benchmarks/soak.py $(ARGS)
 
-# tests/test_generated.py at benchmark length (over 100k examples; prints counts and times)
+# the property tests at benchmark length: tests/test_generated.py (over 100k examples; prints
+# counts and times), the trigram plan's soundness and the word tokenizers
 fuzz: install
 	ROOTGREP_FUZZ=1 $(BIN)/python -m pytest -q -s -p no:cacheprovider --timeout=3600 \
-		tests/test_generated.py $(ARGS)
+		tests/test_generated.py tests/test_plan.py tests/test_index_terms.py $(ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks

@@ -15,6 +15,16 @@ from typing import Any
 from rootgrep.errors import RootgrepError
 
 MARKER = "SECRET-MARKER-7f3a9c"
+# ``make fuzz`` (ROOTGREP_FUZZ=1): the property tests at benchmark length
+FUZZ = os.environ.get("ROOTGREP_FUZZ", "") not in ("", "0")
+
+
+def fuzz_examples(short: int, long: int) -> int:
+    """How many examples a property test runs: ``short`` in ``make test``, ``long`` under
+    ``make fuzz``."""
+    return long if FUZZ else short
+
+
 BIN = Path(sys.executable).parent
 RG = str(BIN / "rg")
 ROOTGREP = str(BIN / "rootgrep")

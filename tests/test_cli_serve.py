@@ -170,9 +170,18 @@ INITIALIZE = {
 }  # fmt: skip
 
 
+def _installed() -> bool:
+    """The checkout's .venv is there and up to date: ``make run`` would not reinstall it (a
+    reinstall rewrites the editable install's ``.pth`` under every other test then running,
+    which saw ``No module named 'rootgrep'``; ``make test`` installs first, so it never does)."""
+    if shutil.which("make") is None or not (CHECKOUT / ".venv" / ".installed").exists():
+        return False
+    return subprocess.run(["make", "-q", "install"], cwd=CHECKOUT, capture_output=True,
+                          timeout=60, check=False).returncode == 0  # fmt: skip
+
+
 needs_make = pytest.mark.skipif(
-    shutil.which("make") is None or not (CHECKOUT / ".venv" / ".installed").exists(),
-    reason="make, or the checkout's .venv, is missing",
+    not _installed(), reason="make is missing, or the checkout's .venv is missing or stale"
 )
 
 

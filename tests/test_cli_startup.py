@@ -154,3 +154,28 @@ def test_the_rootgrep_command_itself_imports_no_re(tmp_path: Path) -> None:
              if line.startswith("import time:")}  # fmt: skip
     assert "rootgrep.cli" in names  # (the listing is there)
     assert not names & {"re", "enum", "typing"}, sorted(names & {"re", "enum", "typing"})
+
+
+def test_a_refused_serve_imports_no_mcp(tmp_path: Path) -> None:
+    """``serve`` checks its flags, its roots and its cache directory before it imports the MCP
+    SDK (about a second of CPU, mostly its pydantic types): a start it refuses says why at
+    once (each used to cost that second, in a client's retry loop and in make test)."""
+    (tmp_path / "root").mkdir()
+    unsafe = tmp_path / "cache"
+    unsafe.mkdir(mode=0o777)
+    unsafe.chmod(0o777)  # (writable by all: refused)
+    refused = [
+        ["--transport", "http", "--host", "0.0.0.0"],  # (beyond loopback, with no token)
+        ["--transport", "http", "--allowed-host", "bad host"],
+        ["--auth-token-env", "ROOTGREP_TEST_NO_SUCH_VARIABLE"],
+        ["--max-connections", "0"],
+        ["--cache-dir", str(unsafe)],
+    ]
+    for flags in refused:
+        code, out, modules = imported_by(["serve", "--root", str(tmp_path / "root"), *flags],
+                                         tmp_path)  # fmt: skip
+        assert code == 2 and out == b"", flags
+        assert "rootgrep.cli" in modules  # (the listing is there)
+        loaded = {m for m in ("mcp", "pydantic", "uvicorn", "starlette", "rootgrep.server")
+                  if any(x == m or x.startswith(m + ".") for x in modules)}  # fmt: skip
+        assert not loaded, (flags, loaded)

@@ -57,9 +57,8 @@ from rootgrep.roots import (
 )
 from rootgrep.server import build_server
 from rootgrep.service import Service, Settings
-from support import MARKER
+from support import FUZZ, MARKER
 
-FUZZ = os.environ.get("ROOTGREP_FUZZ", "") not in ("", "0")
 UNLISTED = "unlisted-q7z"  # the name of a file outside: no generated input spells it
 RAN: Counter[str] = Counter()
 TOOK: Counter[str] = Counter()

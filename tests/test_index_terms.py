@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rootgrep.index.words import CODE, LONG_WORD, WORD_JOIN, WORDS, word_term, word_text
+from support import fuzz_examples
 
 # pieces a file's bytes are made of: ASCII word characters and digits (runs of them too, to
 # reach the length cap), separators, letters beyond ASCII (two of them with ASCII folds), the
@@ -18,7 +19,7 @@ PIECES = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=fuzz_examples(1_200, 30_000), deadline=None)
 @given(st.lists(PIECES, max_size=40).map(b"".join))
 def test_content_words_are_the_code_tokenizers(data: bytes) -> None:
     """``content`` is cut by the simple tokenizer from ``word_text``: the same words as the

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from rootgrep.index.plan import ALL, EXTRA_FOLDS, plan, text_trigrams
 from rootgrep.index.trigrams import TRIGRAMS
+from support import fuzz_examples
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def regexes(draw: st.DrawFn) -> str:
 TEXT = st.text(alphabet="abcdxyzKk\u212aſsSİiΣσςéÉ _.\n0123", max_size=60)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=fuzz_examples(600, 20_000), deadline=None)
 @given(pattern=regexes(), data=st.data(), cs=st.booleans(), regex=st.booleans())
 def test_plan_is_sound(pattern: str, data: st.DataObject, cs: bool, regex: bool) -> None:
     """If RE2 (as grep runs it) finds a match in the text, the plan accepts the text. The

@@ -50,6 +50,18 @@ def make_tree(root: Path) -> Path:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
+    yield from _served(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def served_unchanged(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
+    """``served``, one daemon for the tests that change nothing in its tree."""
+    yield from _served(tmp_path_factory.mktemp("served"))
+
+
+def _served(tmp_path: Path) -> Iterator[tuple[Path, Path, subprocess.Popen[str]]]:
     tree = make_tree(tmp_path)
     cache = tmp_path / "cache"
     daemon = subprocess.Popen(
@@ -115,8 +127,8 @@ RUN_BY_THE_DAEMON = [
 
 
 @pytest.mark.parametrize("args", RUN_BY_THE_DAEMON, ids=" ".join)
-def test_the_daemon_prints_what_a_grep_here_prints(served, args: list[str]) -> None:  # type: ignore[no-untyped-def]
-    tree, cache, _ = served
+def test_the_daemon_prints_what_a_grep_here_prints(served_unchanged, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    tree, cache, _ = served_unchanged
     status, out, err = asked(cache, tree, *args)
     assert status is not None, err  # the daemon ran it
     here = cli(cache, tree, *args, here=True)
@@ -125,8 +137,8 @@ def test_the_daemon_prints_what_a_grep_here_prints(served, args: list[str]) -> N
     assert MARKER.encode() not in out + err
 
 
-def test_a_grep_from_below_the_root_and_rg_agree(served) -> None:  # type: ignore[no-untyped-def]
-    tree, cache, _ = served
+def test_a_grep_from_below_the_root_and_rg_agree(served_unchanged) -> None:  # type: ignore[no-untyped-def]
+    tree, cache, _ = served_unchanged
     status, out, err = asked(cache, tree / "pkg", WORD)
     assert status == 0, err
     rg = subprocess.run([RG, "-n", "--sort", "path", WORD], cwd=tree / "pkg", capture_output=True,
@@ -164,8 +176,10 @@ DECLINED = [
 
 
 @pytest.mark.parametrize("args", DECLINED, ids=" ".join)
-def test_what_the_daemon_does_not_answer_exactly_is_run_here(served, args: list[str]) -> None:  # type: ignore[no-untyped-def]
-    tree, cache, _ = served
+def test_what_the_daemon_does_not_answer_exactly_is_run_here(
+    served_unchanged, args: list[str]
+) -> None:  # type: ignore[no-untyped-def]
+    tree, cache, _ = served_unchanged
     status, out, err = asked(cache, tree, *args)
     assert (status, out, err) == (None, b"", b"")  # declined before it wrote a byte
     # and the command runs it here: the same as it runs without any daemon (--stats's last
@@ -249,8 +263,9 @@ def test_a_run_that_says_nothing_for_long_is_waited_for(served) -> None:  # type
     it is not given up and run again here, twice the work (seen with the wait until the
     first output bounded by the connect time-out)."""
     tree, cache, _ = served
-    args = ("-c", "-o", r"\w")  # (a million matches counted one by one: no output until the end)
-    # (its scan far outlasts a 0.1 s wait: no output comes before the end)
+    # (half a million matches counted one by one: its scan far outlasts a 0.1 s wait, and no
+    # output comes before the end)
+    args = ("-c", "-o", r"\w\w")
     status, out, err = asked(cache, tree, *args, connect_seconds=0.1)
     assert status == 0 and (out, err, status) == cli(cache, tree, *args, here=True)
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import re
 import time
 from typing import Any
 
@@ -27,6 +29,43 @@ log = logging.getLogger("rootgrep.http")
 
 DEFAULT_REQUEST_SECONDS = 10.0
 WARN_SECONDS = 10.0  # at most one warning this often about refused or closed connections
+
+# ---- who may bind where (checked by ``serve`` before it imports the MCP SDK) -----------------
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_HOST_HEADER = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def http_exposure_problem(host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
+    """Why an HTTP server on ``host`` must not start, or None. Beyond loopback anyone who
+    can reach the port could call the tools, and a browser page could through DNS
+    rebinding: such a bind needs a bearer token and the Host names clients will use."""
+    for h in allowed_hosts:
+        if not _HOST_HEADER.fullmatch(h):
+            return f"--allowed-host {h!r} is not a host name or address (with an optional :port)"
+    if is_loopback(host):
+        return None
+    missing = [
+        flag
+        for flag, ok in (("--auth-token-env VAR", token), ("--allowed-host HOST", allowed_hosts))
+        if not ok
+    ]
+    if not missing:
+        return None
+    return (
+        f"--host {host} is reachable beyond this machine: it needs {' and '.join(missing)} "
+        "(a bearer token, and each Host name clients will use); refusing to start"
+    )
 
 
 def default_max_connections() -> int:

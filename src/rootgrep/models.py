@@ -466,6 +466,12 @@ class OutlineResult(BaseModel):
     truncated: bool = Field(
         False, description="the file is over the parse cap (2 MiB): no symbols were read"
     )
+    not_parsed: str | None = Field(
+        None,
+        description="why the file was not parsed, so its definitions are unknown (not "
+        "none): 'long lines' (lines averaging over 10,000 characters: minified), 'timeout' "
+        "(its parse passed 2 s of CPU)",
+    )
     next_cursor: str | None = Field(
         None, description="more definitions follow: pass it as `cursor` to get them"
     )

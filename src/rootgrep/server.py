@@ -19,11 +19,9 @@ import contextlib
 import gc
 import hmac
 import inspect
-import ipaddress
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import warnings
@@ -55,6 +53,7 @@ from pydantic import ValidationError
 from . import __version__
 from .confine import _error as confine_error
 from .errors import NoRoots, RootgrepError, RootRemoved
+from .http_guard import _HOST_HEADER, LOOPBACK_HOSTS, http_exposure_problem
 from .memory import IdleTrim, idle_trimmer
 from .roots import Root, listed
 from .service import Service, Token
@@ -924,42 +923,6 @@ class BearerAuth:
                 await send({"type": "http.response.body", "body": b"unauthorized"})
                 return
         await self.app(scope, receive, send)
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-_HOST_HEADER = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:[0-9]{1,5})?")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a bind address only accepts connections from this machine."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve anywhere
-
-
-def http_exposure_problem(host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
-    """Why an HTTP server on ``host`` must not start, or None. Beyond loopback anyone who
-    can reach the port could call the tools, and a browser page could through DNS
-    rebinding: such a bind needs a bearer token and the Host names clients will use."""
-    for h in allowed_hosts:
-        if not _HOST_HEADER.fullmatch(h):
-            return f"--allowed-host {h!r} is not a host name or address (with an optional :port)"
-    if is_loopback(host):
-        return None
-    missing = [
-        flag
-        for flag, ok in (("--auth-token-env VAR", token), ("--allowed-host HOST", allowed_hosts))
-        if not ok
-    ]
-    if not missing:
-        return None
-    return (
-        f"--host {host} is reachable beyond this machine: it needs {' and '.join(missing)} "
-        "(a bearer token, and each Host name clients will use); refusing to start"
-    )
 
 
 def transport_security(allowed_hosts: list[str]) -> TransportSecuritySettings:

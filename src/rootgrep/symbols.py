@@ -55,6 +55,7 @@ __all__ = [
     "OutlineNode",
     "Symbol",
     "extract",
+    "extract_why",
     "language_of",
     "line_signature",
     "outline",
@@ -288,21 +289,37 @@ def extract(path: bytes, data: bytes, *, signatures: bool = True) -> list[Symbol
     the path's language is not supported, [] when the file is over a cap (module docstring).
     Without `signatures`, each symbol's signature is "" (the index stores none: it reads them
     from the file when it shows one), and finding them costs nothing."""
+    found, _why = extract_why(path, data, signatures=signatures)
+    return found
+
+
+UNPARSED_LARGE = "large"  # over MAX_PARSE_BYTES
+UNPARSED_LONG_LINES = "long lines"  # lines averaging over MAX_AVERAGE_LINE
+UNPARSED_TIMEOUT = "timeout"  # the parse passed PARSE_TIMEOUT_SECONDS
+
+
+def extract_why(
+    path: bytes, data: bytes, *, signatures: bool = True
+) -> tuple[list[Symbol] | None, str | None]:
+    """``extract``, and why the file was not parsed (one of the ``UNPARSED_*``), or None when
+    it was: an outline of a file a cap stopped must not read as "no definitions"."""
     language = language_of(path)
     if language is None:
-        return None
-    if not data or len(data) > MAX_PARSE_BYTES:
-        return []
+        return None, None
+    if not data:
+        return [], None
+    if len(data) > MAX_PARSE_BYTES:
+        return [], UNPARSED_LARGE
     if len(data) / (data.count(b"\n") + 1) > MAX_AVERAGE_LINE:
-        return []
+        return [], UNPARSED_LONG_LINES
     tree = _parse(language, data)
     if tree is None:
-        return []
+        return [], UNPARSED_TIMEOUT
     walk = _Walk(data, _LANGUAGES[language], signatures=signatures)
     with contextlib.suppress(_Full):
         walk.children(tree.root_node, _Ctx(None, "module", 0))
     walk.out.sort(key=lambda s: s.line)  # stable: a definition stays before what it holds
-    return walk.out
+    return walk.out, None
 
 
 # kinds that own methods: a method defined outside one (a Rust `impl X`, a Go receiver, a C++

@@ -40,7 +40,10 @@ def hostile_tree(top: Path, markers: Path, planted: list[str] = PLANTED) -> Path
         else:
             (top / f"{name}.py").write_text(body)
     (top / "src").mkdir()
-    block = "".join(f"def handler_{i}(x):\n    return x + {i}\n\n" for i in range(9000))
+    # (300 definitions, then a list of strings: bytes to parse, few symbols to build; not
+    # comment lines, on which the grammar is quadratic)
+    block = "".join(f"def handler_{i}(x):\n    return x + {i}\n\n" for i in range(300))
+    block += "DATA = [\n" + f"    '{'text ' * 14}',\n" * 2_600 + "]\n"
     for i in range(40):  # (40 x 215 KiB: past HELPER_MIN_BYTES, 8 MiB)
         (top / "src" / f"mod{i}.py").write_text(block)
     (top / "src" / "needle.c").write_text("int needle_fn(void) { return 1; }\n")

@@ -253,7 +253,7 @@ def fifo_world(world: Path) -> Iterator[tuple[Path, list[Path]]]:
     yield root, links
 
 
-FIFO_ROUNDS = {"grep": 80, "copy_path": 12, "reindex": 80}  # copies fsync 150 files each
+FIFO_ROUNDS = {"grep": 80, "copy_path": 12, "reindex": 50}  # copies fsync 150 files each
 
 
 def _fifo_call(tool: str, i: int) -> tuple[str, dict[str, Any]]:

@@ -55,10 +55,10 @@ from support import listening_port
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 13 MB of Python in 600 files: a build of a second or two, most of it spent in
+    """About 6.5 MB of Python in 300 files: a build of a second or so, most of it spent in
     native code (trigrams, words, symbols)."""
     root = tmp_path_factory.mktemp("exit") / "root"
-    for d in range(12):
+    for d in range(6):
         (root / f"d{d}").mkdir(parents=True)
         for f in range(50):
             body = "".join(
@@ -115,7 +115,7 @@ def _left_to_a_resync(root: Path, cache: Path) -> int:
 
 def test_a_stdio_server_that_quits_mid_build_exits_cleanly(tree: Path, tmp_path: Path) -> None:
     mid_build = 0
-    for n, delay in enumerate((0.2, 0.6, 1.0, 1.4)):
+    for n, delay in enumerate((0.2, 0.7, 1.2)):
         cache = tmp_path / f"cache{n}"
         p = _serve(tree, cache, "stdio")
         assert p.stdin is not None and p.stdout is not None and p.stderr is not None

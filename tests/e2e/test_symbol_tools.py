@@ -184,6 +184,32 @@ async def test_outline_nests_methods_under_their_class(
         assert code(folder) == "not_a_file" and "is a directory" in text(folder)
 
 
+async def test_an_outline_a_cap_stopped_says_so_not_no_definitions(
+    make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose parse passes its time limit (tree-sitter's Python grammar takes seconds
+    on a long run of comment lines after code), or whose lines are minified, has definitions
+    nobody looked at: its outline said "(no definitions)", which an agent takes at its word."""
+    from rootgrep import symbols
+
+    monkeypatch.setattr(symbols, "PARSE_TIMEOUT_SECONDS", 0.05)  # (the same, 40 times sooner)
+    root = tmp_path / "root"
+    root.mkdir()
+    slow = "".join(f"def handler_{i}(x):\n    return x\n\n" for i in range(300))
+    (root / "slow.py").write_text(slow + "# a comment line\n" * 3_000)
+    (root / "min.js").write_text("function f(){return 1}" + ";var x=1" * 3_000)
+    (root / "none.py").write_text("print(1)\n# nothing defined\n")
+    async with connect(make_server([root]), "legacy") as c:
+        r = await c.call_tool("outline", {"path": "slow.py"})
+        assert r.structured_content["not_parsed"] == "timeout", r.structured_content
+        assert "not parsed" in text(r) and "no definitions" not in text(r), text(r)
+        r = await c.call_tool("outline", {"path": "min.js"})
+        assert r.structured_content["not_parsed"] == "long lines", r.structured_content
+        assert "minified" in text(r) and "no definitions" not in text(r), text(r)
+        r = await c.call_tool("outline", {"path": "none.py"})
+        assert r.structured_content["not_parsed"] is None and "(no definitions)" in text(r)
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_renamed_function_is_found_under_its_new_name_at_once(
     make_server, tmp_path: Path, mode: str

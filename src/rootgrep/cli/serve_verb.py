@@ -179,8 +179,6 @@ def serve(args: argparse.Namespace) -> int:
 
     from ..audit import Audit
     from ..memory import tune_malloc
-    from ..server import build_server, serve_http, serve_stdio
-    from ..service import Service, Settings
 
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -209,7 +207,7 @@ def serve(args: argparse.Namespace) -> int:
               "seconds > 0", file=sys.stderr)  # fmt: skip
         return 2
     if args.transport == "http":
-        from ..server import http_exposure_problem
+        from ..http_guard import http_exposure_problem
 
         problem = http_exposure_problem(args.host, token, args.allowed_host)
         if problem is None:
@@ -233,6 +231,11 @@ def serve(args: argparse.Namespace) -> int:
         idle_seconds=args.index_idle_seconds,
         max_watched_roots=args.max_watched_roots,
     )
+    # (the MCP SDK and the service only now: a start refused above costs no second of
+    # importing them, the SDK's types alone about 0.5 s of CPU)
+    from ..server import build_server, serve_http, serve_stdio
+    from ..service import Service, Settings
+
     settings = Settings(
         allow_write=args.allow_write,
         symlinks=args.symlinks,

@@ -26,6 +26,7 @@ from ..symbols import (
     SIGNATURE_LOOK,
     Symbol,
     extract,
+    extract_why,
     language_of,
     line_signature,
     supported_languages,
@@ -292,10 +293,11 @@ class Symbols(ServiceBase):
                 "the outline again without a cursor"
             )
         skip = at.get("n")
-        symbols = extract(rel, res.data) or [] if not res.truncated else []
+        symbols, why = extract_why(rel, res.data) if not res.truncated else ([], None)
         result = OutlineResult(
             root=ref(r), path=display(comps), uri=file_uri(r, rel), language=language,
-            symbols=[_node(n) for n in outline_of(symbols)], truncated=res.truncated,
+            symbols=[_node(n) for n in outline_of(symbols or [])], truncated=res.truncated,
+            not_parsed=why,
         )  # fmt: skip
         result._skip = skip if isinstance(skip, int) and skip > 0 else 0
         result._cursor = lambda k: encode_cursor("outline", fp, n=k, v=version)

@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolKind
+from ..symbols import UNPARSED_LONG_LINES
 from .common import CursorArg, ExcludeArg, IncludeArg, PathArg, RootArg, ScopeArg, max_results_arg
 from .spec import Args, Call, Out, ToolSpec, cut_items, fit, plural
 
@@ -135,6 +136,17 @@ def answer_outline(r: OutlineResult, out: Out) -> str:
     def footer(k: int) -> str:
         if r.truncated:
             return "(the file is over the 2 MiB parse cap: use grep or read_file)"
+        if r.not_parsed == UNPARSED_LONG_LINES:
+            return (
+                "(not parsed: its lines average over 10,000 characters (minified or "
+                "generated), so its definitions are unknown: use grep or read_file)"
+            )
+        if r.not_parsed is not None:
+            return (
+                "(not parsed: its parse passed the 2 s limit (tree-sitter is slow on some "
+                "files, such as a long run of comment lines after code), so its "
+                "definitions are unknown, not none: use grep or read_file)"
+            )
         if not order:
             return "(no definitions)"
         if k < total:
