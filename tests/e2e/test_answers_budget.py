@@ -268,7 +268,7 @@ async def test_search_while_building_is_never_a_final_empty_answer(
 async def test_build_messages_heard_once(
     make_server, tmp_path: Path, mode: str, source: str
 ) -> None:
-    root = big_tree(tmp_path, files=1_000, name="c")
+    root = big_tree(tmp_path, files=700, name="c")
     logs: list[Any] = []
 
     async def on_log(params: Any) -> None:
