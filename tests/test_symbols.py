@@ -827,6 +827,28 @@ def test_a_parse_past_its_deadline_gives_nothing_and_the_parser_recovers(monkeyp
     assert _rows(extract(b"ok.py", b"def g():\n    pass\n")) == [("g", "function", 1, 2, None)]
 
 
+def test_a_slow_shape_costs_a_parse_of_its_size_not_the_whole_time_limit():
+    """Python's grammar is quadratic on a long run of comment lines after code (this 60 KB
+    file takes seconds to parse whole): halted within what its size allows, 0.25 s plus 2 s a
+    MiB of CPU, not after the 2 s every file once had, so a repository of such files cannot
+    make a build spend 2 s on each; its outline says why it has no symbols."""
+    import time
+
+    source = "".join(f"def handler_{i}(x):\n    return x\n\n" for i in range(300))
+    source += "# a comment line\n" * 3_000
+    data = source.encode()
+    allowed = symbols.parse_seconds(len(data))
+    assert allowed < symbols.PARSE_TIMEOUT_SECONDS / 4
+    spent = time.thread_time()
+    assert symbols.extract_why(b"slow.py", data) == ([], symbols.UNPARSED_TIMEOUT)
+    spent = time.thread_time() - spent
+    assert allowed <= spent < symbols.PARSE_TIMEOUT_SECONDS / 2, (allowed, spent)
+    # a file dense with definitions, larger still, parses whole within its own time
+    dense = "".join(f"def f_{i}(x):\n    return x + {i}\n\n" for i in range(9_000)).encode()
+    found, why = symbols.extract_why(b"dense.py", dense)
+    assert why is None and len(found or []) == symbols.MAX_SYMBOLS
+
+
 def test_symbols_per_file_are_capped(monkeypatch):
     monkeypatch.setattr(symbols, "MAX_SYMBOLS", 7)
     found = extract(b"many.py", b"".join(b"def f%d(): pass\n" % i for i in range(20)))

@@ -17,11 +17,16 @@ Caps (each keeps one file from costing more than a bounded amount):
 - `MAX_PARSE_BYTES` (2 MiB): a larger file is not parsed (`extract` returns []).
 - `MAX_AVERAGE_LINE` (10,000 characters): a file whose lines average longer is taken for
   minified or generated and not parsed ([]).
-- `PARSE_TIMEOUT_SECONDS` (2 s of the parsing thread's CPU time): tree-sitter 0.26 has no
-  timeout setting, so the parse runs with a progress callback that halts it past the deadline;
-  a halted parse gives []. CPU time, not wall time: a parse whose process was stopped
-  (SIGSTOP, a suspend) or starved by a busy machine for a while is not cut short, so what a
-  file's symbols are does not depend on the load it was parsed under.
+- `PARSE_TIMEOUT_SECONDS` (2 s of the parsing thread's CPU time), and less for a smaller file:
+  0.25 s plus 2 s per MiB (`parse_seconds`; a parse runs at 4-20 MiB/s, so even a file dense
+  with definitions has ten times the time it needs). tree-sitter 0.26 has no timeout
+  setting, so the parse runs with a progress callback that halts it past the deadline; a
+  halted parse gives []. The deadline scales with the size because some grammars are far
+  slower on some shapes (Python's on a long run of comment lines after code: quadratic, 2 s
+  for 60 KB): a repository of such files costs a build about 0.3-0.7 s per file, not 2 s.
+  CPU time, not wall time: a parse whose process was stopped (SIGSTOP, a suspend) or starved
+  by a busy machine for a while is not cut short, so what a file's symbols are does not
+  depend on the load it was parsed under.
 - `MAX_SYMBOLS` (5,000): at most this many symbols per file, the first in source order.
 - `MAX_DEPTH` (64): definitions nested deeper (counting wrappers such as `if` blocks) are
   not looked for, so a pathological nesting cannot exhaust the stack.
@@ -59,11 +64,14 @@ __all__ = [
     "language_of",
     "line_signature",
     "outline",
+    "parse_seconds",
 ]
 
 MAX_PARSE_BYTES = 2 * 1024 * 1024
 MAX_AVERAGE_LINE = 10_000
 PARSE_TIMEOUT_SECONDS = 2.0
+PARSE_BASE_SECONDS = 0.25  # a parse's deadline: this, plus a second per PARSE_MIN_RATE bytes,
+PARSE_MIN_RATE = 512 << 10  # up to PARSE_TIMEOUT_SECONDS
 MAX_SYMBOLS = 5_000
 MAX_DEPTH = 64
 MAX_SIGNATURE = 200
@@ -245,14 +253,20 @@ def _parse(language: str, data: bytes) -> tree_sitter.Tree | None:
             _free_slots.append(slot)
 
 
+def parse_seconds(size: int) -> float:
+    """The CPU time a parse of ``size`` bytes may take before it is halted."""
+    return min(PARSE_TIMEOUT_SECONDS, PARSE_BASE_SECONDS + size / PARSE_MIN_RATE)
+
+
 def _parse_with(slot: _Slot, language: str, data: bytes) -> tree_sitter.Tree | None:
     parser = slot.parser(language)
     buf, views = slot.buf, slot.views
     # (a thread's CPU time never runs ahead of the wall clock: the CPU clock, a system call
     # and 7 times dearer, is read only once the wall clock's deadline has passed; the parse
     # calls back every 64 bytes or so: read each time, it cost 1.1 s of CPU in a build of F)
-    cpu_deadline = time.thread_time() + PARSE_TIMEOUT_SECONDS  # (the callback runs here)
-    wall_deadline = time.monotonic() + PARSE_TIMEOUT_SECONDS
+    seconds = parse_seconds(len(data))
+    cpu_deadline = time.thread_time() + seconds  # (the callback runs here)
+    wall_deadline = time.monotonic() + seconds
 
     def read(offset: int, _point: object) -> memoryview:
         chunk = data[offset : offset + _CHUNK]
@@ -295,7 +309,7 @@ def extract(path: bytes, data: bytes, *, signatures: bool = True) -> list[Symbol
 
 UNPARSED_LARGE = "large"  # over MAX_PARSE_BYTES
 UNPARSED_LONG_LINES = "long lines"  # lines averaging over MAX_AVERAGE_LINE
-UNPARSED_TIMEOUT = "timeout"  # the parse passed PARSE_TIMEOUT_SECONDS
+UNPARSED_TIMEOUT = "timeout"  # the parse passed its deadline (parse_seconds)
 
 
 def extract_why(
