@@ -210,6 +210,22 @@ async def test_an_outline_a_cap_stopped_says_so_not_no_definitions(
         assert r.structured_content["not_parsed"] is None and "(no definitions)" in text(r)
 
 
+def test_cli_outline_of_a_file_not_parsed_says_so(tmp_path: Path) -> None:
+    """``rootgrep outline`` of a minified or an over-cap file printed nothing and exited 1,
+    as for a file with no definitions; it says why and exits 2."""
+    (tmp_path / "min.js").write_text("function f(){return 1}" + ";var x=1" * 3_000)
+    (tmp_path / "big.py").write_text("def f():\n    pass\n" * 130_000)  # (over 2 MiB)
+    (tmp_path / "none.py").write_text("print(1)\n")
+    for name, why in (("min.js", "minified"), ("big.py", "2 MiB")):
+        out = subprocess.run([ROOTGREP, "outline", str(tmp_path / name)], capture_output=True,
+                             text=True, timeout=60, check=False)  # fmt: skip
+        assert (out.returncode, out.stdout) == (2, ""), out
+        assert "not parsed" in out.stderr and why in out.stderr, out.stderr
+    out = subprocess.run([ROOTGREP, "outline", str(tmp_path / "none.py")], capture_output=True,
+                         text=True, timeout=60, check=False)  # fmt: skip
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", "")
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_renamed_function_is_found_under_its_new_name_at_once(
     make_server, tmp_path: Path, mode: str
