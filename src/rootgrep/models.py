@@ -469,8 +469,8 @@ class OutlineResult(BaseModel):
     not_parsed: str | None = Field(
         None,
         description="why the file was not parsed, so its definitions are unknown (not "
-        "none): 'long lines' (lines averaging over 10,000 characters: minified), 'timeout' "
-        "(its parse passed 2 s of CPU)",
+        "none): 'large' (over 2 MiB), 'long lines' (lines averaging over 10,000 characters: "
+        "minified), 'timeout' (its parse passed 0.25 s of CPU plus 2 s a MiB, at most 2 s)",
     )
     next_cursor: str | None = Field(
         None, description="more definitions follow: pass it as `cursor` to get them"

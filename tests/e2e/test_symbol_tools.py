@@ -187,19 +187,23 @@ async def test_outline_nests_methods_under_their_class(
 async def test_an_outline_a_cap_stopped_says_so_not_no_definitions(
     make_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file whose parse passes its time limit (tree-sitter's Python grammar takes seconds
-    on a long run of comment lines after code), or whose lines are minified, has definitions
+    """A file whose parse passes its time limit, or whose lines are minified, has definitions
     nobody looked at: its outline said "(no definitions)", which an agent takes at its word."""
     from rootgrep import symbols
 
-    monkeypatch.setattr(symbols, "PARSE_TIMEOUT_SECONDS", 0.05)  # (the same, 40 times sooner)
+    monkeypatch.setattr(symbols, "PARSE_TIMEOUT_SECONDS", -1.0)  # (every parse halted)
     root = tmp_path / "root"
     root.mkdir()
     slow = "".join(f"def handler_{i}(x):\n    return x\n\n" for i in range(300))
     (root / "slow.py").write_text(slow + "# a comment line\n" * 3_000)
     (root / "min.js").write_text("function f(){return 1}" + ";var x=1" * 3_000)
     (root / "none.py").write_text("print(1)\n# nothing defined\n")
+    (root / "big.py").write_text("def f():\n    pass\n" * 130_000)  # (over 2 MiB)
     async with connect(make_server([root]), "legacy") as c:
+        r = await c.call_tool("outline", {"path": "big.py"})
+        sc = r.structured_content
+        assert (sc["truncated"], sc["not_parsed"]) == (True, "large"), sc
+        assert "2 MiB parse cap" in text(r) and "no definitions" not in text(r), text(r)
         r = await c.call_tool("outline", {"path": "slow.py"})
         assert r.structured_content["not_parsed"] == "timeout", r.structured_content
         assert "not parsed" in text(r) and "no definitions" not in text(r), text(r)

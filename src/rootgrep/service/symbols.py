@@ -24,6 +24,7 @@ from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolHit
 from ..roots import Root
 from ..symbols import (
     SIGNATURE_LOOK,
+    UNPARSED_LARGE,
     Symbol,
     extract,
     extract_why,
@@ -293,7 +294,7 @@ class Symbols(ServiceBase):
                 "the outline again without a cursor"
             )
         skip = at.get("n")
-        symbols, why = extract_why(rel, res.data) if not res.truncated else ([], None)
+        symbols, why = extract_why(rel, res.data) if not res.truncated else ([], UNPARSED_LARGE)
         result = OutlineResult(
             root=ref(r), path=display(comps), uri=file_uri(r, rel), language=language,
             symbols=[_node(n) for n in outline_of(symbols or [])], truncated=res.truncated,

@@ -139,13 +139,13 @@ def answer_outline(r: OutlineResult, out: Out) -> str:
         if r.not_parsed == UNPARSED_LONG_LINES:
             return (
                 "(not parsed: its lines average over 10,000 characters (minified or "
-                "generated), so its definitions are unknown: use grep or read_file)"
+                "generated, or lines ended by CR alone), so its definitions are unknown: use "
+                "grep or read_file)"
             )
         if r.not_parsed is not None:
             return (
-                "(not parsed: its parse passed the 2 s limit (tree-sitter is slow on some "
-                "files, such as a long run of comment lines after code), so its "
-                "definitions are unknown, not none: use grep or read_file)"
+                "(not parsed: its parse passed its time limit (0.25 s of CPU plus 2 s a MiB, "
+                "at most 2 s), so its definitions are unknown, not none: use grep or read_file)"
             )
         if not order:
             return "(no definitions)"
