@@ -41,13 +41,14 @@ run: install
 
 # JOBS test processes (pytest-xdist; JOBS=0 runs them all in this one): the suite waits on
 # servers, subprocesses and the kernel about half of its time, so four share 2 cores well
-# (measured on 2 cores: -n 2 5m50 wall, -n 4 4m34, the same CPU)
+# (measured on 2 cores, 2026-12-07, with --dist loadfile: -n 4 4m05 wall, -n 6 4m18: the CPU is
+# what bounds it, about 7m50 of it)
 JOBS ?= 4
 # (bytecode written even where PYTHONDONTWRITEBYTECODE is set: each test process otherwise
 # rewrites and compiles every test module's asserts again, 5 s of CPU each, every run)
 # (--dist loadfile: a module's tests in one process, so a module's fixtures (a standard
 # library index, ripgrep over 100k ignore rules, a built wheel) are made once, not once per
-# process: 6m11 of CPU, was 7m19)
+# process: 6m11 of user CPU, was 7m19)
 # (and the test modules' asserts rewritten ahead, in two processes at once: on a fresh clone
 # each test process would rewrite all of them itself, 4 x 5 s of CPU)
 test: install
