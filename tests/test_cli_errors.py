@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from support import ROOTGREP
 
 
@@ -31,3 +33,41 @@ def test_runtime_errors_exit_2_with_one_line_and_no_traceback(tmp_path: Path) ->
     assert "Traceback" not in out.stderr, out.stderr
     last = out.stderr.strip().splitlines()[-1]  # (after the progress bar's line)
     assert re.match(r"rootgrep: \[[a-z_]+\] ", last) and cache in last, out.stderr
+
+
+def test_a_ctrl_c_a_library_wrapped_still_exits_130(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SIGINT while pydantic built the MCP SDK's types (``serve``'s start) came out as its
+    SchemaError around the KeyboardInterrupt: the server said "[error] ... SchemaError" and
+    exited 2. An interrupt is an interrupt, however wrapped: 130 and nothing said; any other
+    error still says itself."""
+    from rootgrep import cli
+    from rootgrep.cli import query_verbs
+
+    def interrupted_while_building(_args: object) -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Error building schema") from e
+
+    monkeypatch.setattr(query_verbs, "outline", interrupted_while_building)
+    assert cli.main(["outline", str(tmp_path / "a.py")]) == 130
+    assert capsys.readouterr().err == ""
+
+    class SchemaError(Exception):  # (pydantic-core's, which says the interrupt in words)
+        pass
+
+    def said_in_words(_args: object) -> int:
+        raise SchemaError("Error building schema: KeyboardInterrupt")
+
+    monkeypatch.setattr(query_verbs, "outline", said_in_words)
+    assert cli.main(["outline", str(tmp_path / "a.py")]) == 130
+    assert capsys.readouterr().err == ""
+
+    def failed(_args: object) -> int:
+        raise RuntimeError("Error building schema")
+
+    monkeypatch.setattr(query_verbs, "outline", failed)
+    assert cli.main(["outline", str(tmp_path / "a.py")]) == 2
+    assert "Error building schema" in capsys.readouterr().err

@@ -86,6 +86,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.close(devnull)
         return 0
     except Exception as e:  # a runtime error: status 2 and one line, never a traceback
+        if _interrupted(e):
+            return 130  # (Ctrl-C, wrapped by a library: pydantic's schema building, say)
         print(f"rootgrep: [error] {one_line(describe(e))}", file=sys.stderr)
         return 2
     return 2
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether ``e`` came of a KeyboardInterrupt (its cause or context, a few levels down):
+    a Ctrl-C while the MCP SDK's types were being built came out as pydantic's SchemaError,
+    and the server said so and exited 2, not 130."""
+    if type(e).__name__ == "SchemaError" and "KeyboardInterrupt" in str(e):
+        return True  # (pydantic-core's, which may carry the interrupt in its words only)
+    seen: BaseException = e
+    for _ in range(8):
+        below = seen.__cause__ or seen.__context__
+        if below is None:
+            return False
+        if isinstance(below, KeyboardInterrupt):
+            return True
+        seen = below
+    return False
