@@ -475,7 +475,7 @@ async def test_sigkill_during_write_file_is_atomic(tmp_path: Path, world: Path) 
     prefix = ".big.txt.rootgrep-"
     rng = random.Random()
     outcomes: list[tuple[str, float, str, int]] = []
-    for i in range(6):  # (four kills inside the write, two at random)
+    for i in range(4):  # (three kills inside the write, one at random)
         target.write_bytes(old)
         # most kills land inside the write (the temp file exists for some 30-90 ms here),
         # the others at a random moment from the call's start
