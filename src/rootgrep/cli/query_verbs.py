@@ -158,7 +158,7 @@ def _not_parsed(res: Any) -> str | None:
     if res.truncated:
         return "it is over the 2 MiB parse cap"
     if res.not_parsed == "long lines":
-        return "its lines average over 10,000 characters (minified or generated)"
+        return "its lines average over 10,000 characters (minified, or ended by CR alone)"
     if res.not_parsed is not None:
         return "its parse passed its time limit (0.25 s of CPU plus 2 s a MiB)"
     return None
