@@ -101,7 +101,9 @@ def _interrupted(e: BaseException) -> bool:
         return True  # (pydantic-core's, which may carry the interrupt in its words only)
     seen: BaseException = e
     for _ in range(8):
-        below = seen.__cause__ or seen.__context__
+        below = seen.__cause__
+        if below is None and not seen.__suppress_context__:  # (``raise ... from None``: not)
+            below = seen.__context__
         if below is None:
             return False
         if isinstance(below, KeyboardInterrupt):
