@@ -347,3 +347,44 @@ def test_frames_are_taken_whole_from_a_stream_cut_anywhere() -> None:
         run_wire.frames(bytearray(b"z\0\0\0\1a"))
     with pytest.raises(ValueError):
         run_wire.frames(bytearray(b"o\1\0\0\0"))
+
+
+def test_greps_asked_while_the_daemon_builds_are_exact(tmp_path: Path) -> None:
+    """What a user does: start ``rootgrep daemon`` and grep at once, while its first build
+    runs, an edit landing meanwhile. Each grep the daemon takes prints what a grep here
+    prints; one it declines (its index not ready) runs here, the same bytes; once it
+    watches, it takes them."""
+    tree = make_tree(tmp_path)
+    bulk = tree / "bulk"
+    bulk.mkdir()
+    for i in range(1_500):  # (a build of a few seconds: greps land inside it)
+        lines = [f"value_{i}_{j} = {j}\n" for j in range(120)]
+        if i % 50 == 0:
+            lines[i % 120] = f"{WORD}({i})\n"
+        (bulk / f"m{i:04}.py").write_text("".join(lines))
+    cache = tmp_path / "cache"
+    err_path = tmp_path / "daemon.err"
+    with open(err_path, "wb") as err_file:
+        daemon = subprocess.Popen([ROOTGREP, "daemon", str(tree)], stdout=subprocess.DEVNULL,
+                                  stderr=err_file, env={**ENV, "ROOTGREP_CACHE_DIR": str(cache)})  # fmt: skip
+    try:
+        during = 0  # (greps asked between "building" and "ready (built)")
+        deadline = time.monotonic() + 120  # (a hang guard)
+        while b"ready" not in (said := err_path.read_bytes()):
+            assert time.monotonic() < deadline and daemon.poll() is None, said
+            building = b"building" in said
+            if during == 1:  # (an edit while it builds)
+                (bulk / "m0001.py").write_text(f"{WORD} = 'edited during the build'\n")
+            status, out, err = asked(cache, tree, WORD)
+            here = cli(cache, tree, WORD, here=True)
+            if status is None:  # declined: the command runs it here
+                assert (out, err) == (b"", b"") and cli(cache, tree, WORD) == here
+            else:
+                assert (out, err, status) == here
+            during += building and b"ready" not in err_path.read_bytes()
+        assert during > 1, err_path.read_bytes()  # (the greps did come while it built)
+        status, out, err = asked(cache, tree, WORD)
+        assert status == 0 and (out, err, status) == cli(cache, tree, WORD, here=True)
+        assert b"bulk/m0001.py:1:" in out and MARKER.encode() not in out + err
+    finally:
+        assert stop(daemon, 15) == 0

@@ -71,6 +71,7 @@ __all__ = [
     "line_signature",
     "outline",
     "parse_seconds",
+    "unparsed_why",
 ]
 
 MAX_PARSE_BYTES = 2 * 1024 * 1024
@@ -316,6 +317,18 @@ def extract(path: bytes, data: bytes, *, signatures: bool = True) -> list[Symbol
 UNPARSED_LARGE = "large"  # over MAX_PARSE_BYTES
 UNPARSED_LONG_LINES = "long lines"  # lines averaging over MAX_AVERAGE_LINE
 UNPARSED_TIMEOUT = "timeout"  # the parse passed its deadline (parse_seconds)
+
+
+def unparsed_why(reason: str) -> str:
+    """One of the ``UNPARSED_*`` reasons in words, as outline's text and the CLI say it."""
+    if reason == UNPARSED_LARGE:
+        return f"it is over the {MAX_PARSE_BYTES >> 20} MiB parse cap"
+    if reason == UNPARSED_LONG_LINES:
+        return (f"its lines average over {MAX_AVERAGE_LINE:,} characters (minified or "
+                "generated, or lines ended by CR alone)")  # fmt: skip
+    per_mib = (1 << 20) / PARSE_MIN_RATE
+    return (f"its parse passed its time limit ({PARSE_BASE_SECONDS:g} s of CPU plus "
+            f"{per_mib:g} s a MiB, at most {PARSE_TIMEOUT_SECONDS:g} s)")  # fmt: skip
 
 
 def extract_why(

@@ -144,21 +144,12 @@ def outline(args: argparse.Namespace) -> int:
                 walk(n.children, depth + 1)
 
         walk(res.symbols, 0)
-        why = _not_parsed(res)
-        if why is not None:  # (its definitions are unknown: not "none", exit 1)
+        if res.not_parsed is not None:  # (its definitions are unknown: not "none", exit 1)
+            from ..symbols import unparsed_why
+
+            why = unparsed_why(res.not_parsed)
             print(f"rootgrep: {args.file}: not parsed: {why}; grep it instead", file=sys.stderr)
             return 2
         return 0 if res.symbols else 1
     finally:
         root.close()
-
-
-def _not_parsed(res: Any) -> str | None:
-    """Why an outline's file was not parsed, in words, or None."""
-    if res.truncated:
-        return "it is over the 2 MiB parse cap"
-    if res.not_parsed == "long lines":
-        return "its lines average over 10,000 characters (minified, or ended by CR alone)"
-    if res.not_parsed is not None:
-        return "its parse passed its time limit (0.25 s of CPU plus 2 s a MiB)"
-    return None

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from ..models import FindSymbolResult, OutlineNode, OutlineResult, SymbolKind
-from ..symbols import UNPARSED_LONG_LINES
+from ..symbols import UNPARSED_LARGE, unparsed_why
 from .common import CursorArg, ExcludeArg, IncludeArg, PathArg, RootArg, ScopeArg, max_results_arg
 from .spec import Args, Call, Out, ToolSpec, cut_items, fit, plural
 
@@ -134,18 +134,11 @@ def answer_outline(r: OutlineResult, out: Out) -> str:
     total = len(lines)
 
     def footer(k: int) -> str:
-        if r.truncated:
-            return "(the file is over the 2 MiB parse cap: use grep or read_file)"
-        if r.not_parsed == UNPARSED_LONG_LINES:
+        if r.truncated or r.not_parsed is not None:
+            why = unparsed_why(r.not_parsed or UNPARSED_LARGE)
             return (
-                "(not parsed: its lines average over 10,000 characters (minified or "
-                "generated, or lines ended by CR alone), so its definitions are unknown: use "
-                "grep or read_file)"
-            )
-        if r.not_parsed is not None:
-            return (
-                "(not parsed: its parse passed its time limit (0.25 s of CPU plus 2 s a MiB, "
-                "at most 2 s), so its definitions are unknown, not none: use grep or read_file)"
+                f"(not parsed: {why}, so its definitions are unknown, not none: use grep or "
+                "read_file)"
             )
         if not order:
             return "(no definitions)"
