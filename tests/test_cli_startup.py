@@ -92,6 +92,18 @@ def test_a_grep_a_daemon_answers_imports_none_of_the_index(tmp_path: Path) -> No
         assert b"searched by index" in out.stdout  # (the daemon answered)
         assert out.stdout.startswith(f"{tree}/a.py:1:def frobnicate():\n".encode())
         assert not loaded(set(out.stderr.decode().split()), NOT_NEEDED_ASKING)
+        # a grep the daemon runs whole: of the confinement only ``confine.sockets`` (no ctypes)
+        whole = (
+            "import sys\nsys.argv = ['rootgrep', 'grep', 'frobnicate']\n"
+            "from rootgrep.__main__ import run\ncode = run()\nsys.stdout.flush()\n"
+            "print(' '.join(sorted(sys.modules)), file=sys.stderr)\nsys.exit(code)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", whole], capture_output=True, env=env,
+                             cwd=tree, timeout=60, check=False)  # fmt: skip
+        assert out.returncode == 0 and out.stdout.startswith(b"a.py:1:def frobnicate():\n")
+        modules = set(out.stderr.decode().split())
+        assert "rootgrep.confine.sockets" in modules  # (the daemon was found through it)
+        assert not loaded(modules, (*NOT_NEEDED_ASKING, "ctypes", "rootgrep.confine.beneath"))
     finally:
         assert stop(daemon, 15) == 0
 

@@ -5,6 +5,7 @@ refused, and the asker then scans live."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,7 +147,8 @@ def test_an_asker_trickling_its_request_cannot_hold_the_daemon(tmp_path: Path) -
     held the thread, and every other asker timed out and scanned live)."""
     import socket
 
-    from rootgrep.index.freshness import _socket_path
+    from rootgrep.confine import socket_at
+    from rootgrep.index.names import SOCKET_NAME
 
     done = threading.Event()
     with daemon_over(tmp_path, {"a.py": "frobnicate = 1\n"}) as (cache, r, manager, server):
@@ -154,7 +156,8 @@ def test_an_asker_trickling_its_request_cannot_hold_the_daemon(tmp_path: Path) -
             assert server.serve(r.path) is None
             ix = manager.get(r.path)
             assert ix is not None and ix.index is not None
-            path = _socket_path(ix.index.folder)
+            path = socket_at(ix.index.folder.fs.fd, SOCKET_NAME)
+            assert path is not None
             started = threading.Event()
 
             def trickle() -> None:
@@ -174,3 +177,36 @@ def test_an_asker_trickling_its_request_cannot_hold_the_daemon(tmp_path: Path) -
             assert asked(cache, r, "frobnicate") == [b"a.py"]
         finally:
             done.set()
+
+
+def test_a_socket_name_that_is_a_link_is_replaced_not_connected_through(tmp_path: Path) -> None:
+    """The index folder's ``daemon.sock`` a symlink to a listening socket elsewhere: the
+    daemon does not take that for another daemon serving the index (it would not serve), nor
+    connect through it; it replaces the link with its own socket, and answers."""
+    import socket
+
+    from rootgrep.index.names import SOCKET_NAME
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dfd = os.open(elsewhere, os.O_PATH | os.O_DIRECTORY)
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(f"/proc/self/fd/{dfd}/{SOCKET_NAME}")
+    finally:
+        os.close(dfd)
+    listener.listen(4)
+    listener.setblocking(False)
+    try:
+        with daemon_over(tmp_path, {"a.py": "frobnicate_widget = 1\n"}) as (
+            cache, r, manager, server,
+        ):  # fmt: skip
+            fd = manager.get(r.path).index.folder.fs.fd
+            os.symlink(elsewhere / SOCKET_NAME, SOCKET_NAME, dir_fd=fd)
+            assert server.serve(r.path) is None
+            assert asked(cache, r, "frobnicate_widget") == [b"a.py"]
+            assert not os.path.islink(f"/proc/self/fd/{fd}/{SOCKET_NAME}")
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # (nothing ever connected to it)
+    finally:
+        listener.close()

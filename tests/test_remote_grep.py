@@ -210,6 +210,69 @@ def test_no_daemon_or_a_dead_socket_is_no_answer(tmp_path: Path) -> None:
     assert asked(tmp_path / "cache", tree, WORD) == (None, b"", b"")
 
 
+@pytest.mark.parametrize("planted", ["folder link", "socket link", "cache writable by others"])
+def test_a_socket_planted_in_the_cache_dir_is_not_asked(tmp_path: Path, planted: str) -> None:
+    """The root's index folder, or its socket, a symlink to a listening socket elsewhere; or
+    a real socket in a cache dir that group or others may write in (which the index refuses):
+    the CLI does not connect to it (it runs the grep here), so what that socket would answer
+    never reaches the output."""
+    import socket
+    import threading
+
+    from rootgrep.index.names import SOCKET_NAME, folder_name
+
+    tree = make_tree(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    folder = cache / folder_name(os.fsencode(tree))
+    elsewhere = folder if planted == "cache writable by others" else tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dfd = os.open(elsewhere, os.O_PATH | os.O_DIRECTORY)
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(f"/proc/self/fd/{dfd}/{SOCKET_NAME}")  # (a path short enough to bind)
+    finally:
+        os.close(dfd)
+    listener.listen(4)
+    listener.settimeout(0.2)
+    accepted: list[int] = []
+    done = threading.Event()
+
+    def answer() -> None:  # what a planted "daemon" would print
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            accepted.append(1)
+            with conn:
+                conn.recv(1 << 16)
+                conn.sendall(run_wire.frame(run_wire.OUT, b"")
+                             + run_wire.frame(run_wire.OUT, MARKER.encode() + b"\n")
+                             + run_wire.frame(run_wire.EXIT, b"0"))  # fmt: skip
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    if planted == "folder link":
+        folder.symlink_to(elsewhere)
+    elif planted == "socket link":
+        folder.mkdir()
+        (folder / SOCKET_NAME).symlink_to(elsewhere / SOCKET_NAME)
+    else:
+        cache.chmod(0o770)
+    try:
+        assert asked(cache, tree, WORD) == (None, b"", b"")
+        if planted != "cache writable by others":  # (then the index refuses the cache: said)
+            out, err, _status = cli(cache, tree, WORD)
+            assert MARKER.encode() not in out + err
+            assert (out, err) == cli(cache, tree, WORD, here=True)[:2]
+        assert not accepted
+    finally:
+        done.set()
+        thread.join()
+        listener.close()
+
+
 def test_a_cli_that_stops_reading_holds_one_run_and_not_the_daemon(served) -> None:  # type: ignore[no-untyped-def]
     """Greps whose readers stop (a pager) each hold one of the daemon's run threads; the
     daemon goes on answering, one over ``MAX_RUNS`` is declined (and run here, right), and

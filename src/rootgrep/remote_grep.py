@@ -18,10 +18,12 @@ not hold exactly, an index being built or re-synced, a usage error (said here, i
 words), or more than ``MAX_RUNS`` of these greps running at once. ``ROOTGREP_GREP_HERE=1``
 runs every grep here (the index is still asked for its file list).
 
-Only the socket is touched: the cache dir is opened (``O_PATH``, for a socket path short enough
-for ``connect``) and the socket connected to; both ends check that the other runs as the same
-user (``SO_PEERCRED``), as the freshness protocol does. The daemon opens every file itself,
-beneath its pinned root.
+Only the socket is touched, through ``confine.sockets``: the cache dir is pinned (``O_PATH``;
+refused, as the index refuses it, when it is a link, another user's or writable by others),
+the root's index folder opened beneath it without following a link, and the socket connected
+to through that folder's fd (a path short enough for ``connect``); both ends check that the
+other runs as the same user (``SO_PEERCRED``), as the freshness protocol does. The daemon
+opens every file itself, beneath its pinned root.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import errno
 import os
 import sys
 
+from .confine.sockets import pin_lookup, socket_beneath
 from .index.names import SOCKET_NAME, default_cache_dir, folder_name
 from .index.run_wire import EXIT, LOCAL, MAX_REQUEST, OUT, frames, run_request
 
@@ -78,24 +81,28 @@ def _cache_dir(argv: list[str]) -> str:
 def _connect(cache: str, cwd: bytes) -> _socket.socket | None:
     """A connection to the daemon of ``cwd`` or of the nearest directory above it that has
     one, running as this user; None when there is none."""
-    try:
-        cache_fd = os.open(cache, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:  # (no cache: no daemon)
+    cache_fd = pin_lookup(cache)
+    if cache_fd is None:  # (no cache, or not a private one: no daemon of ours)
         return None
     try:
         at = cwd
         while True:
-            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
-            sock.settimeout(CONNECT_SECONDS)
-            try:
-                sock.connect(f"/proc/self/fd/{cache_fd}/{folder_name(at)}/{SOCKET_NAME}")
-                if _peer_uid(sock) == os.geteuid():
-                    return sock
-            except OSError as e:
-                if e.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
-                    sock.close()
-                    return None
-            sock.close()
+            found = socket_beneath(cache_fd, folder_name(at), SOCKET_NAME)
+            if found is not None:
+                fd, path = found
+                sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+                sock.settimeout(CONNECT_SECONDS)
+                try:
+                    sock.connect(path)
+                    if _peer_uid(sock) == os.geteuid():
+                        return sock
+                except OSError as e:
+                    if e.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR):
+                        sock.close()
+                        return None
+                finally:
+                    os.close(fd)
+                sock.close()
             up = os.path.dirname(at)
             if up == at:
                 return None

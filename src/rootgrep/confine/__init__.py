@@ -16,6 +16,11 @@ dir and audit log hidden by identity), ``listing`` (``scan_fd``, ``scan_split``)
 binary detection), ``beneath`` (``Beneath``: the pinned root, resolution, reads), ``walk``
 (the ``O_NOFOLLOW`` component walk it falls back to), ``writes`` (its write operations)
 and ``temps`` (atomic writes' temps, and removing those killed writers left).
+``sockets`` (a daemon's socket reached beneath a pinned cache dir) needs only ``os``: the CLI
+connects to its daemon through it before anything else of rootgrep is loaded.
+
+Each name is loaded with its module the first time it is used (PEP 562), so importing the
+package costs nothing until then (the whole of it, ctypes included, is about 6 ms of a start).
 A name patched here (a test's ``monkeypatch``) reaches the callers that use it as
 ``confine.X``; the package's own modules use it where it lives: patch that module.
 """
@@ -24,132 +29,114 @@ from __future__ import annotations
 
 import os  # noqa: F401  (``confine.os``: what callers and tests use of it)
 
-from .beneath import Beneath, SymlinkPolicy
-from .hiding import hidden_generation, hide, holds_hidden, inside_hidden, is_hidden, unhide
-from .listing import MAX_DIR_ENTRIES, DirListing, Entry, Listed, entry_kind, scan_fd, scan_split
-from .opening import (
-    NULL_DEVICE_PATH,
-    open_dir_at,
-    open_dir_keyed_at,
-    open_file_at,
-    open_null_device,
-    reopen_regular,
-)
-from .paths import (
-    MAX_NAME_BYTES,
-    MAX_PATH_BYTES,
-    _error,
-    display,
-    fsencode_path,
-    split_relpath,
-    strip_prefix,
-)
-from .reading import (
-    BINARY_SNIFF_BYTES,
-    DEFAULT_MAX_READ_BYTES,
-    ReadResult,
-    is_binary,
-    read_fd,
-    read_searchable_at,
-    read_searchable_into,
-    read_searchable_stat_at,
-)
-from .stats import (
-    DirKey,
-    FileKey,
-    fstat_key,
-    stat_at,
-    stat_key_at,
-    stat_keyed,
-    stat_keys,
-    stat_regular_at,
-    stat_regular_each,
-    stat_result_key,
-)
-from .syscalls import (
-    RESOLVE_BENEATH,
-    RESOLVE_NO_MAGICLINKS,
-    RESOLVE_NO_SYMLINKS,
-    RESOLVE_NO_XDEV,
-    inotify_open,
-    inotify_unwatch,
-    inotify_watch_dir,
-    openat2_available,
-)
-from .temps import _install, _write_temp, is_temp_name, remove_dead_temp, remove_dead_temps
-from .walk import MAX_SYMLINKS
-from .writes import (
-    HIDDEN_NOT_COPIED,
-    HIDDEN_NOT_REPLACED,
-    HIDDEN_REASON,
-    TOO_MANY_NOT_COPIED,
-    CopyReport,
-)
+_MODULES: dict[str, tuple[str, ...]] = {
+    "beneath": (
+        "Beneath",
+        "SymlinkPolicy",
+    ),
+    "hiding": (
+        "hidden_generation",
+        "hide",
+        "holds_hidden",
+        "inside_hidden",
+        "is_hidden",
+        "unhide",
+    ),
+    "listing": (
+        "MAX_DIR_ENTRIES",
+        "DirListing",
+        "Entry",
+        "Listed",
+        "entry_kind",
+        "scan_fd",
+        "scan_split",
+    ),
+    "opening": (
+        "NULL_DEVICE_PATH",
+        "open_dir_at",
+        "open_dir_keyed_at",
+        "open_file_at",
+        "open_null_device",
+        "reopen_regular",
+    ),
+    "paths": (
+        "MAX_NAME_BYTES",
+        "MAX_PATH_BYTES",
+        "_error",
+        "display",
+        "fsencode_path",
+        "split_relpath",
+        "strip_prefix",
+    ),
+    "reading": (
+        "BINARY_SNIFF_BYTES",
+        "DEFAULT_MAX_READ_BYTES",
+        "ReadResult",
+        "is_binary",
+        "read_fd",
+        "read_searchable_at",
+        "read_searchable_into",
+        "read_searchable_stat_at",
+    ),
+    "sockets": (
+        "bind_path",
+        "pin_lookup",
+        "socket_at",
+        "socket_beneath",
+    ),
+    "stats": (
+        "DirKey",
+        "FileKey",
+        "fstat_key",
+        "stat_at",
+        "stat_key_at",
+        "stat_keyed",
+        "stat_keys",
+        "stat_regular_at",
+        "stat_regular_each",
+        "stat_result_key",
+    ),
+    "syscalls": (
+        "RESOLVE_BENEATH",
+        "RESOLVE_NO_MAGICLINKS",
+        "RESOLVE_NO_SYMLINKS",
+        "RESOLVE_NO_XDEV",
+        "inotify_open",
+        "inotify_unwatch",
+        "inotify_watch_dir",
+        "openat2_available",
+    ),
+    "temps": (
+        "_install",
+        "_write_temp",
+        "is_temp_name",
+        "remove_dead_temp",
+        "remove_dead_temps",
+    ),
+    "walk": ("MAX_SYMLINKS",),
+    "writes": (
+        "HIDDEN_NOT_COPIED",
+        "HIDDEN_NOT_REPLACED",
+        "HIDDEN_REASON",
+        "TOO_MANY_NOT_COPIED",
+        "CopyReport",
+    ),
+}
+_HOME = {name: module for module, names in _MODULES.items() for name in names}
+__all__ = sorted(_HOME)
 
-__all__ = [
-    "BINARY_SNIFF_BYTES",
-    "DEFAULT_MAX_READ_BYTES",
-    "HIDDEN_NOT_COPIED",
-    "HIDDEN_NOT_REPLACED",
-    "HIDDEN_REASON",
-    "MAX_DIR_ENTRIES",
-    "MAX_NAME_BYTES",
-    "MAX_PATH_BYTES",
-    "MAX_SYMLINKS",
-    "NULL_DEVICE_PATH",
-    "RESOLVE_BENEATH",
-    "RESOLVE_NO_MAGICLINKS",
-    "RESOLVE_NO_SYMLINKS",
-    "RESOLVE_NO_XDEV",
-    "TOO_MANY_NOT_COPIED",
-    "Beneath",
-    "CopyReport",
-    "DirKey",
-    "DirListing",
-    "Entry",
-    "FileKey",
-    "Listed",
-    "ReadResult",
-    "SymlinkPolicy",
-    "_error",
-    "_install",
-    "_write_temp",
-    "display",
-    "entry_kind",
-    "fsencode_path",
-    "fstat_key",
-    "hidden_generation",
-    "hide",
-    "holds_hidden",
-    "inotify_open",
-    "inotify_unwatch",
-    "inotify_watch_dir",
-    "inside_hidden",
-    "is_binary",
-    "is_hidden",
-    "is_temp_name",
-    "open_dir_at",
-    "open_dir_keyed_at",
-    "open_file_at",
-    "open_null_device",
-    "openat2_available",
-    "read_fd",
-    "read_searchable_at",
-    "read_searchable_into",
-    "read_searchable_stat_at",
-    "remove_dead_temp",
-    "remove_dead_temps",
-    "reopen_regular",
-    "scan_fd",
-    "scan_split",
-    "split_relpath",
-    "stat_at",
-    "stat_key_at",
-    "stat_keyed",
-    "stat_keys",
-    "stat_regular_at",
-    "stat_regular_each",
-    "stat_result_key",
-    "strip_prefix",
-    "unhide",
-]
+
+def __getattr__(name: str) -> object:
+    """A name of the package, loaded (with its module) the first time it is asked for, and
+    kept here: after that it is an attribute like any other (a test may patch it)."""
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # (``__import__``, not importlib: importing that costs the CLI 0.4 ms)
+    value = getattr(__import__(f"{__name__}.{module}", fromlist=("_",)), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

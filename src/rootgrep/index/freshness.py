@@ -37,7 +37,7 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 
-from ..confine import display, strip_prefix
+from ..confine import bind_path, display, socket_at, strip_prefix
 from ..errors import RootgrepError
 from ..roots import Root
 from ..walker import DirBatch, Walker, order_key, path_batches
@@ -72,11 +72,6 @@ def _unb64(s: object) -> bytes:
     if not isinstance(s, str):
         raise ValueError("not a string")
     return binascii.a2b_base64(s.encode("ascii"), strict_mode=True)
-
-
-def _socket_path(folder: IndexFolder) -> str:
-    # (bind and connect take a path: the folder's pinned fd, through /proc, never its name)
-    return f"/proc/self/fd/{folder.fs.fd}/{SOCKET_NAME}"
 
 
 def _peer_uid(conn: socket.socket | _socket.socket) -> int:
@@ -208,21 +203,25 @@ class FreshnessServer:
         if ix is None or ix.index is None:
             return "no index of its own here"
         folder = ix.index.folder
-        path = _socket_path(folder)
+        # (bind and connect take a path: the folder's pinned fd, through /proc, never its
+        # name; a socket's name that is a link is never connected through, only replaced)
         if folder.stat(SOCKET_NAME) is not None:
+            live = socket_at(folder.fs.fd, SOCKET_NAME)
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
             probe.settimeout(TIMEOUT_SECONDS)
             try:
-                probe.connect(path)
-                return "another daemon answers for this index already"
+                if live is not None:
+                    probe.connect(live)
+                    return "another daemon answers for this index already"
             except OSError:  # left by a daemon that died: replaced
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(SOCKET_NAME, dir_fd=folder.fs.fd)
+                pass
             finally:
                 probe.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(SOCKET_NAME, dir_fd=folder.fs.fd)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
-            sock.bind(path)
+            sock.bind(bind_path(folder.fs.fd, SOCKET_NAME))
             sock.listen(16)
             sock.setblocking(False)
             st = folder.stat(SOCKET_NAME)
@@ -553,7 +552,10 @@ def _exchange(
     sock.settimeout(TIMEOUT_SECONDS)
     try:
         try:
-            sock.connect(_socket_path(folder))
+            path = socket_at(folder.fs.fd, SOCKET_NAME)  # (never through a link)
+            if path is None:
+                raise FileNotFoundError(errno.ENOENT, "no socket")
+            sock.connect(path)
         except OSError as e:
             if e.errno in (errno.ENOENT, errno.ECONNREFUSED):
                 return (
