@@ -6,6 +6,7 @@ STAMP  := $(VENV)/.installed
 ARGS   ?=
 PORT   ?= 8765
 SETUPTOOLS := $(shell grep -o 'setuptools==[0-9.]*' pyproject.toml | head -1)
+PIP        := $(shell grep -o '"pip==[0-9.]*' pyproject.toml | head -1 | tr -d '"')
 # the checkout is served unless ARGS names its own roots (`make run ARGS="--root X"`)
 RUN_ROOT = $(if $(filter --root --root=%,$(ARGS)),,--root "$(CURDIR)")
 
@@ -15,10 +16,14 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml scripts/rootgrep
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 2; }
-	$(PYTHON) -m venv $(VENV)
-	@# (the build backend first, the version the dev extra pins, so the editable install needs
-	@# no isolated build environment of its own: 8 s less of a fresh clone's first make test)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(SETUPTOOLS)"
+	@# (the venv made without pip, and the pinned pip and build backend put in by the system's
+	@# pip: ensurepip's older pip took 4 s to install and 8 s more to resolve; a pip that cannot
+	@# `--python` (before 22.3), or an index without the pinned pip: the venv's own, as before.
+	@# The backend first, so the editable install needs no isolated build environment: 8 s)
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet --disable-pip-version-check \
+	    "$(PIP)" "$(SETUPTOOLS)" 2>/dev/null || { $(PYTHON) -m venv --clear $(VENV) && \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check "$(SETUPTOOLS)"; }
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-build-isolation -e '.[dev]'
 	@# (the checkout's bytecode, as pip writes a wheel's: a CLI run that may not write it,
 	@# PYTHONDONTWRITEBYTECODE=1 or a read-only checkout, would compile every module each time)
