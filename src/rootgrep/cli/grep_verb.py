@@ -265,9 +265,15 @@ class _Source:
             self._open(args, target, matcher)
 
     def _open(self, args: argparse.Namespace, target: Target, matcher: Matcher) -> None:
-        from ..index.freshness import ask_fresh, default_cache_dir
+        from ..index.names import default_cache_dir, no_index_why
 
         cache = args.cache_dir or default_cache_dir()
+        why = no_index_why(cache, target.root.path)  # (no index: the index is not loaded)
+        if why is not None:
+            self.why = why
+            return
+        from ..index.freshness import ask_fresh
+
         query = matcher.query
         q = {
             "pattern": query.pattern,

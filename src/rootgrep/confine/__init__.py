@@ -80,6 +80,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "sockets": (
         "bind_path",
+        "entry_at",
         "pin_lookup",
         "socket_at",
         "socket_beneath",

@@ -102,11 +102,24 @@ class Beneath(ComponentWalk, Writes):
         self.path = path
         self.aliases = (path, *[a for a in aliases if a != path])
         self.symlinks: SymlinkPolicy = symlinks
-        want = openat2_available() if use_openat2 is None else use_openat2
-        self.use_openat2 = bool(want) and openat2_available()
+        # (None: openat2 if the kernel allows it, probed when a path is first resolved: a CLI
+        # grep that resolves none loads no ctypes)
+        self._use_openat2: bool | None = None if use_openat2 is None or use_openat2 else False
         self._users = 0
         self._retired = False
         self._lock = _thread.allocate_lock()
+
+    @property
+    def use_openat2(self) -> bool:
+        """Whether paths are resolved with openat2 (else the ``O_NOFOLLOW`` component walk)."""
+        use = self._use_openat2
+        if use is None:
+            use = self._use_openat2 = openat2_available()
+        return use
+
+    @use_openat2.setter
+    def use_openat2(self, value: bool) -> None:
+        self._use_openat2 = value
 
     @classmethod
     def pin(
@@ -261,7 +274,9 @@ class Beneath(ComponentWalk, Writes):
     def _resolve(
         self, comps: list[bytes], flags: int, follow: bool, never: bool, each: bool
     ) -> int:
-        if self.use_openat2 and not each:
+        # (one name: the walk's one openat(O_NOFOLLOW) is as fast, and a CLI grep of a file
+        # so loads no ctypes)
+        if len(comps) > 1 and not each and self.use_openat2:
             resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
             if never:
                 resolve |= RESOLVE_NO_SYMLINKS

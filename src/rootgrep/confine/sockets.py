@@ -36,6 +36,15 @@ def pin_lookup(path: str | bytes) -> int | None:
     return fd
 
 
+def entry_at(dirfd: int, name: str) -> bool:
+    """Whether ``name`` exists in the directory ``dirfd`` holds (not followed if a link)."""
+    try:
+        os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
 def socket_at(dirfd: int, name: str) -> str | None:
     """The path through which ``connect`` reaches the socket ``name`` of the directory
     ``dirfd`` holds; None when there is none, or ``name`` is a link or not a socket."""

@@ -43,7 +43,7 @@ from ..roots import Root
 from ..walker import DirBatch, Walker, order_key, path_batches
 from . import run_wire
 from .cache import CacheDir, IndexFolder, folder_name
-from .names import SOCKET_NAME
+from .names import SOCKET_NAME, no_index_of, no_index_why, self_and_ancestors
 from .names import default_cache_dir as default_cache_dir  # (re-exported: the CLI's)
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
@@ -467,36 +467,26 @@ def ask_fresh(
     ``meanwhile`` is called when a request is sent, before its answer is read (again for each
     daemon asked): the asker's own work overlaps the daemon's (the CLI compiles its scan
     then: RE2's import, 2 ms)."""
+    why = no_index_why(cache_dir, target.path)
+    if why is not None:
+        return None, why
     try:
         cache = CacheDir.open(cache_dir, create=False)
     except RootgrepError as e:
-        if not os.path.lexists(cache_dir):  # (only to say why: nothing is opened by it)
-            return None, f"no index cache at {cache_dir}"
         return None, f"the index cache is unusable: {e}"
     try:
         names = set(cache.names())
         first_why = ""
-        for above in _self_and_ancestors(target.path):
+        for above in self_and_ancestors(target.path):
             if folder_name(above) not in names:
                 continue
             found, why = _ask_index(cache, above, target, query, max_file_size, meanwhile)
             if found is not None:
                 return found, why
             first_why = first_why or why
-        return None, first_why or (
-            f"no index of {display(target.path)} or of a directory above it in {cache_dir}"
-        )
+        return None, first_why or no_index_of(target.path, cache_dir)
     finally:
         cache.close()
-
-
-def _self_and_ancestors(path: bytes) -> Iterator[bytes]:
-    while True:
-        yield path
-        parent = os.path.dirname(path)
-        if parent == path:
-            return
-        path = parent
 
 
 def _ask_index(

@@ -44,3 +44,36 @@ def folder_name(root_path: bytes, schema: int | None = None) -> str:
 
 def root_key(root_path: bytes) -> str:
     return sha256(root_path).hexdigest()[:20]
+
+
+def self_and_ancestors(path: bytes) -> list[bytes]:
+    """``path`` (absolute) and every directory above it, nearest first."""
+    out = [path]
+    while (parent := os.path.dirname(path)) != path:
+        out.append(parent)
+        path = parent
+    return out
+
+
+def no_index_why(cache_dir: str, path: bytes) -> str | None:
+    """Why no index in ``cache_dir`` can answer for the directory ``path``, seen without
+    loading the index (a CLI grep's start-up: 2 ms): there is no cache dir, or no folder of
+    ``path`` or of a directory above it in it, for this schema. None when there may be one,
+    or the cache dir is not one to look into (``index.cache`` then says why)."""
+    from ..confine.sockets import entry_at, pin_lookup
+
+    fd = pin_lookup(cache_dir)
+    if fd is None:  # (``lexists`` only to say why: nothing is opened by it)
+        return f"no index cache at {cache_dir}" if not os.path.lexists(cache_dir) else None
+    try:
+        if any(entry_at(fd, folder_name(above)) for above in self_and_ancestors(path)):
+            return None
+    finally:
+        os.close(fd)
+    return no_index_of(path, cache_dir)
+
+
+def no_index_of(path: bytes, cache_dir: str) -> str:
+    from ..confine.paths import display
+
+    return f"no index of {display(path)} or of a directory above it in {cache_dir}"
