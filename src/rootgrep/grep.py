@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import _thread
 import bisect
-import collections
 import mmap
 import operator
-from collections.abc import Callable, Iterable, Iterator
 
 from . import confine
 from .errors import InvalidPattern
 from .walker import DirBatch
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
 if TYPE_CHECKING:  # (imported where threads are used: the CLI's start-up stays short)
     from concurrent.futures import Future
     from typing import Any, Protocol
@@ -973,9 +973,10 @@ def run_grep(
                 if not deliver(search_chunk(m, chunk, join, room, cancelled)):
                     break
             return stats
+        from collections import deque
         from concurrent.futures import ThreadPoolExecutor
 
-        inflight: collections.deque[Future[list[FileMatches]]] = collections.deque()
+        inflight: deque[Future[list[FileMatches]]] = deque()
         with ThreadPoolExecutor(
             max_workers=threads - 1 or 1, thread_name_prefix="rootgrep"
         ) as pool:

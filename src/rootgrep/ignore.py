@@ -15,7 +15,7 @@ file never breaks a root.
 
 from __future__ import annotations
 
-import functools
+import _thread  # (its Lock: ``threading``'s set-up is 0.5 ms of the CLI's start-up)
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
@@ -201,16 +201,21 @@ def _lit(c: bytes) -> bytes:
     return c if c.isalnum() else b"\\" + c if c.isascii() else c
 
 
-@functools.cache
+_made: dict[str, Any] = {}
+
+
 def _options() -> Any:
     """RE2's options for the rules (RE2 imported on first use: plain rules, looked up in
     dicts, never need it, and the import is 2 ms of a CLI grep's start-up)."""
-    import re2
+    opts = _made.get("options")
+    if opts is None:
+        import re2
 
-    opts = re2.Options()
-    opts.encoding = re2.Options.Encoding.LATIN1  # names are bytes; one byte, one character
-    opts.dot_nl = True  # names may hold newlines
-    opts.log_errors = False
+        opts = re2.Options()
+        opts.encoding = re2.Options.Encoding.LATIN1  # names are bytes; one byte, one character
+        opts.dot_nl = True  # names may hold newlines
+        opts.log_errors = False
+        _made["options"] = opts  # (made twice by two threads at once: the same options)
     return opts
 
 
@@ -307,10 +312,31 @@ class IgnoreFile:
         return None if best < 0 else not rules[best].negate
 
 
-@functools.lru_cache(maxsize=32)
-def _parse_cached(data: bytes, _lookups_from: int) -> IgnoreFile:
+PARSED_KEPT = 32  # ignore files kept parsed, the least recently used dropped first
+_parsed: dict[tuple[bytes, int], IgnoreFile] = {}  # (in use order: the last used last)
+_parsed_lock = _thread.allocate_lock()
+
+
+def _parse_cached(data: bytes, lookups_from: int) -> IgnoreFile:
     """Parsed ignore files by content: every walk loads the ignore files it meets, and a large
-    one costs seconds to compile (an IgnoreFile is immutable and RE2 matching thread-safe)."""
+    one costs seconds to compile (an IgnoreFile is immutable and RE2 matching thread-safe).
+    (Not ``functools.lru_cache``: importing functools, with collections, is 2 ms of a CLI
+    grep's start-up.)"""
+    key = (data, lookups_from)
+    with _parsed_lock:
+        got = _parsed.pop(key, None)
+        if got is not None:
+            _parsed[key] = got  # (now the last used)
+            return got
+    got = _parse(data)  # (outside the lock: two threads may parse one file at once)
+    with _parsed_lock:
+        _parsed[key] = got
+        while len(_parsed) > PARSED_KEPT:
+            del _parsed[next(iter(_parsed))]
+    return got
+
+
+def _parse(data: bytes) -> IgnoreFile:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -7,7 +7,6 @@ from then on it is addressed only through that fd. Containment is always by path
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
 from .confine import Beneath, SymlinkPolicy, fsencode_path, split_relpath, strip_prefix
 from .digest import sha256
@@ -53,6 +52,7 @@ def uri_like(shown: str) -> bool:
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     import re
+    from collections.abc import Sequence
     from typing import Literal
 
     RootSource = Literal["client", "operator", "both"]

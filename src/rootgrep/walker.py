@@ -14,8 +14,6 @@ import itertools
 import os
 import stat as stat_mod
 import time
-from collections import namedtuple
-from collections.abc import Callable, Generator, Iterable, Iterator
 
 from . import confine
 from .confine import (
@@ -26,6 +24,7 @@ from .confine import (
 )
 from .errors import NotRegularFile, RootgrepError
 from .ignore import IgnoreFile
+from .records import record
 
 _new_entry = tuple.__new__
 IGNORE_FILES: tuple[bytes, ...] = (b".ignore", b".gitignore")  # higher precedence first
@@ -63,6 +62,7 @@ class WalkOptions:
 
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Generator, Iterable, Iterator
     from typing import NamedTuple
 
     class FileEntry(NamedTuple):
@@ -75,8 +75,10 @@ if TYPE_CHECKING:
         stat: os.stat_result | None = None
 
 else:  # (the same tuple without ``typing``)
-    FileEntry = namedtuple("FileEntry", ("name", "path", "stat"), defaults=(None,))
-    FileEntry.__doc__ = "A file the walk found: name, root-relative path, stat (or None)."
+    FileEntry = record(
+        "FileEntry", ("name", "path", "stat"), defaults=(None,), module=__name__,
+        doc="A file the walk found: name, root-relative path, stat (or None).",
+    )  # fmt: skip
 
 
 class DirBatch:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
 from .. import __version__
 from ..confine import open_null_device
@@ -23,6 +22,7 @@ from .rg_flags import parse_grep_args
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
 
 def _top_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,6 @@ import io
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
 
 from ..errors import InvalidPattern, RootgrepError
 from ..grep import (
@@ -24,6 +23,7 @@ from .targets import Target, said_errors, targets
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterable, Iterator
     from typing import BinaryIO, TextIO
 
     from ..index.freshness import FreshAnswer

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..confine import display
 from ..grep import (
     FileMatches,
@@ -16,6 +14,7 @@ from ..grep import (
 TYPE_CHECKING = False  # (``typing`` is not imported at run time: the CLI's start-up)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
     from typing import BinaryIO
 
     from .targets import Target

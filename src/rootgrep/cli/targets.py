@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterator
 
 from ..confine import display
 from ..errors import RootgrepError
@@ -17,6 +16,7 @@ from .common import one_line
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterator
     from typing import Any, TextIO
 
 

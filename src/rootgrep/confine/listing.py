@@ -11,8 +11,8 @@ import itertools
 import os
 import stat as stat_mod
 import sys
-from collections import namedtuple
 
+from ..records import record
 from . import hiding
 from .hiding import _hidden_at
 
@@ -33,8 +33,10 @@ if TYPE_CHECKING:
         kind: Literal["file", "dir", "symlink", "other"]
 
 else:  # (the same tuple without ``typing``)
-    Entry = namedtuple("Entry", ("name", "kind"))
-    Entry.__doc__ = "One directory entry, as seen without following symlinks."
+    Entry = record(
+        "Entry", ("name", "kind"), module=__name__,
+        doc="One directory entry, as seen without following symlinks.",
+    )  # fmt: skip
 
 
 def entry_kind(st_mode: int) -> Literal["file", "dir", "symlink", "other"]:

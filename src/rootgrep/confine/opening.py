@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_mod
-from collections.abc import Callable
 
 from ..errors import NotAFile, NotFound, NotRegularFile
 from . import hiding
@@ -18,6 +17,10 @@ from .hiding import _gone, is_hidden
 from .paths import display
 from .stats import DirKey, stat_result_key
 from .syscalls import _O_DIR, _O_PATH, _O_READ
+
+TYPE_CHECKING = False  # (not ``typing``'s, nor collections.abc at run time: the CLI's start-up)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def open_dir_at(dirfd: int, name: bytes) -> int:

@@ -11,12 +11,15 @@ import errno
 import fcntl
 import os
 import stat as stat_mod
-from collections.abc import Iterable, Iterator
 
 from ..errors import Exists, RootgrepError
 from .opening import open_file_at
 from .stats import _lstat_at
 from .syscalls import renameat2_noreplace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 # ---- temp files of atomic writes, and removing those a killed writer left ----------------
 #
