@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from support import ROOTGREP
+from support import ROOTGREP, stop
 
 
 def index(*dirs: Path, cache: Path) -> list[str]:
@@ -154,3 +154,44 @@ def test_a_name_with_control_characters_is_shown_escaped(tmp_path: Path) -> None
     (line,) = index(tree, cache=tmp_path / "cache")
     assert "\x1b" not in line and "\t" not in line
     assert line.startswith(str(tmp_path) + "/t\\x1b[31mred\\x09name: 1 file indexed")
+
+
+def test_index_where_a_daemon_keeps_the_index_asks_it_and_opens_nothing(tmp_path: Path) -> None:
+    """A running daemon holds the index's writer and folds every change: ``rootgrep index``
+    asks it (its socket) and says so, without importing the index (tantivy, the state: a
+    re-sync of its own would stat every file); a root it does not keep is synced here."""
+    tree, other = tmp_path / "tree", tmp_path / "other"
+    for d, n in ((tree, 3), (other, 1)):
+        d.mkdir()
+        for i in range(n):
+            (d / f"f{i}.py").write_text(f"x = {i}\n")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(cache)}
+    daemon = subprocess.Popen([ROOTGREP, "daemon", str(tree)], env=env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert daemon.stderr is not None
+        # (": ready (writer)" when its build was done before it was served, else
+        # ": ready (built)" once it is, after "watching")
+        seen: list[str] = []
+        while not (any("watching" in s for s in seen) and any(": ready (" in s for s in seen)):
+            seen.append(daemon.stderr.readline())
+            assert seen[-1], ("the daemon exited", seen)
+        out = subprocess.run([ROOTGREP, "index", str(tree)], capture_output=True, text=True,
+                             env={**env, "PYTHONPROFILEIMPORTTIME": "1"}, timeout=120,
+                             check=False)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        names = _imported(out.stderr)
+        assert not names & {"rootgrep.index.store", "tantivy", "rootgrep.index.state"}, names
+        said = [ln for ln in out.stderr.splitlines() if not ln.startswith("import time:")]
+        assert said == [f"{tree}: 3 files indexed; kept fresh by rootgrep daemon pid {daemon.pid}"]
+        (tree / "new.py").write_text("y = 1\n")
+        first, second, total = index(tree, other, cache=cache)
+        assert first.startswith(f"{tree}: ") and f"by rootgrep daemon pid {daemon.pid}" in first
+        assert first.startswith(f"{tree}: 4 files") or "1 changed path not folded" in first
+        assert second.startswith(f"{other}: 1 file indexed; read 1 ")  # (synced here)
+        assert total.startswith("total: ") and total.endswith(" indexed in 2 of 2 roots")
+    finally:
+        assert stop(daemon, 15) == 0
+    (again,) = index(tree, cache=cache)  # (no daemon: synced here, every change folded in)
+    assert again.startswith(f"{tree}: 4 files indexed; ")

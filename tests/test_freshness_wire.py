@@ -17,9 +17,13 @@ from rootgrep.index.freshness import (
     PROTOCOL,
     _answer_line,
     _b64,
+    _kept_line,
     _parse_answer,
+    _parse_kept,
     _parse_request,
+    _parse_sync_request,
     _request_line,
+    _sync_request_line,
 )
 
 PATTERNS = ["getrecursionlimit", "a b\nc\td", "ünïcødé ✓", "\udcff raw byte", "", " ", "=\0"]
@@ -210,3 +214,55 @@ def test_a_socket_name_that_is_a_link_is_replaced_not_connected_through(tmp_path
             listener.accept()  # (nothing ever connected to it)
     finally:
         listener.close()
+
+
+def test_a_sync_request_and_its_answer_read_back() -> None:
+    root = b"/srv/a b\xff"
+    line = _sync_request_line(root, (2049, 1 << 40))
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert _parse_sync_request(line[:-1], root) == (2049, 1 << 40)
+    with pytest.raises(ValueError):
+        _parse_sync_request(line[:-1], b"/srv/other")  # (another root's socket)
+    for bad in (line.replace(b"sync %d" % PROTOCOL, b"sync 1"), b"sync", b"sync 2 x 1"):
+        with pytest.raises(ValueError):
+            _parse_sync_request(bad.rstrip(b"\n"), root)
+    kept = {"fresh": True, "pid": 7, "max_file_size": 20 << 20, "files": 50_721, "changed": 3,
+            "symbols": False}  # fmt: skip
+    assert _parse_kept(_kept_line(kept)[:-1]) == kept
+    why = {"fresh": False, "why": "the daemon's index is\nbuilding"}
+    assert _parse_kept(_kept_line(why)[:-1]) == {"fresh": False,
+                                                 "why": "the daemon's index is building"}  # fmt: skip
+    for bad in (b"1 2 3", b"1 a b c d e", b"", b"2 x"):
+        with pytest.raises(ValueError):
+            _parse_kept(bad)
+
+
+def test_a_daemon_says_it_keeps_its_roots_index_and_no_other(tmp_path: Path) -> None:
+    """``ask_kept`` (what ``rootgrep index DIR`` asks first): the daemon keeping DIR's own
+    index answers with its file count and the changes not folded yet; a directory below it
+    (which ``index`` would give an index of its own), or no daemon, is no answer."""
+    from rootgrep.index.freshness import ask_kept
+    from rootgrep.roots import pin_root
+
+    files = {"a.py": "x = 1\n", "b.py": "y = 2\n"}
+    with daemon_over(tmp_path, files) as (cache, r, _manager, server):
+        kept, why = ask_kept(cache, r)
+        assert kept is None and "no daemon" in why  # (not served yet)
+        assert server.serve(r.path) is None
+        kept, why = ask_kept(cache, r)
+        assert kept is not None, why
+        assert (kept["pid"], kept["files"], kept["changed"]) == (os.getpid(), 2, 0)
+        (tmp_path / "tree" / "c.py").write_text("z = 3\n")
+        kept, why = ask_kept(cache, r)  # (the watcher is drained first: the new file is seen)
+        assert kept is not None, why
+        assert kept["changed"] >= 1 or kept["files"] == 3, kept  # (not folded in yet, or so)
+        (tmp_path / "tree" / "sub").mkdir()
+        below = pin_root(str(tmp_path / "tree" / "sub"))
+        try:
+            kept, why = ask_kept(cache, below)
+            assert kept is None and "no index" in why, why
+        finally:
+            below.close()
+        server.close()
+        kept, why = ask_kept(cache, r)
+        assert kept is None and "no daemon" in why, why

@@ -45,17 +45,68 @@ def index_parser(verb: str) -> argparse.ArgumentParser:
 
 
 def index(args: argparse.Namespace, watch: bool) -> int:
-    from ..index.cache import CacheDir, default_cache_dir
-    from ..index.store import ForeignIndex, RootIndex
-    from ..index.writer import WriterBusy
+    from ..index.names import default_cache_dir
 
     cache = args.cache_dir or default_cache_dir()
     roots = [pin_root(d) for d in args.dirs]
     if watch:
         return _daemon(cache, roots, args.max_file_size)
+    try:
+        return _index(cache, roots, args.max_file_size)
+    finally:
+        for r in roots:
+            r.close()
+
+
+def _kept_by_daemon(cache: str, r: Root, max_file_size: int) -> tuple[int, str] | None:
+    """(files, what to say) when a running daemon keeps ``r``'s own index with the same
+    ``max_file_size``: it holds the writer and folds every change, so nothing is synced here
+    (and the index is not even opened: no tantivy, no state, no stat of every file)."""
+    from ..index.freshness import ask_kept
+
+    kept, _why = ask_kept(cache, r)
+    if kept is None or kept["max_file_size"] != max_file_size:
+        return None  # (synced here; a daemon that holds the writer all the same is said so)
+    said = f"kept fresh by rootgrep daemon pid {kept['pid']}"
+    if kept["changed"]:
+        n = kept["changed"]
+        said += f", {n} changed path{'s' if n != 1 else ''} not folded in yet (grep reads"
+        said += " them live)" if n != 1 else " it live)"
+    if not kept["symbols"]:
+        said += "; its words and symbols still being added"
+    return kept["files"], f"{os.fsdecode(r.path)}: {n_files(kept['files'])} indexed; {said}"
+
+
+def _index(cache: str, roots: list[Root], max_file_size: int) -> int:
+    plain = _PlainLines()  # (the lines of roots a daemon keeps: no bar, no rich)
+    total_files = indexed = 0
+    left = []
+    for r in roots:
+        kept = _kept_by_daemon(cache, r, max_file_size)
+        if kept is None:
+            left.append(r)
+            continue
+        _say(plain, kept[1])
+        total_files += kept[0]
+        indexed += 1
+    if left:
+        total_files, indexed = _sync_here(cache, left, max_file_size, total_files, indexed)
+    if len(roots) > 1:
+        _say(plain, f"total: {n_files(total_files)} indexed in {indexed} of {len(roots)} roots")
+    return 0
+
+
+def _sync_here(
+    cache: str, roots: list[Root], max_file_size: int, total_files: int, indexed: int
+) -> tuple[int, int]:
+    """Sync each of ``roots``' indexes in this process, with a progress bar; the totals of
+    files and indexed roots, added to those given."""
+    from ..index.cache import CacheDir
+    from ..index.store import ForeignIndex, RootIndex
+    from ..index.writer import WriterBusy
+
     pinned = CacheDir.open(cache)  # (refused with a clear message when unsafe: exit 2)
     console, bar_shown = _progress_bar()
-    total_files = indexed = 0
     try:
         with bar_shown as bar:
             for r in roots:
@@ -63,7 +114,7 @@ def index(args: argparse.Namespace, watch: bool) -> int:
                 task = bar.add_task(shown, total=None)
                 try:
                     ix = RootIndex(
-                        cache, r.path, max_file_size=args.max_file_size, cache=pinned,
+                        cache, r.path, max_file_size=max_file_size, cache=pinned,
                         identity=r.fs.identity(),
                     )  # fmt: skip
                 except ForeignIndex as e:
@@ -112,16 +163,9 @@ def index(args: argparse.Namespace, watch: bool) -> int:
                 if st.grep_ready_ms is not None:  # (a build: its trigrams committed first)
                     took += f" (ready for grep in {st.grep_ready_ms / 1000:.2f} s)"
                 _say(console, f"{shown}: {n_files(st.files)} indexed; {change} in {took}")
-        if len(roots) > 1:
-            _say(
-                console,
-                f"total: {n_files(total_files)} indexed in {indexed} of {len(roots)} roots",
-            )
-        return 0
+        return total_files, indexed
     finally:
         pinned.close()
-        for r in roots:
-            r.close()
 
 
 def _say(console: Any, line: str) -> None:

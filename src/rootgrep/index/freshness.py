@@ -21,6 +21,12 @@ and the pattern in base64, flags 0 or 1); the answer ``1 pid max_file_size chang
 narrowed bytes`` followed by that many bytes of NUL-separated paths, or ``0 why``. A daemon
 and an asker of other versions do not understand each other: the asker then scans live.
 
+``rootgrep index DIR`` asks first whether DIR's daemon keeps its index (``ask_kept``): the
+request ``sync PROTOCOL root dev ino``, the answer ``1 pid max_file_size files changed
+symbols_ready`` (after the watcher is drained, as for a grep) or ``0 why``. Answered, the
+command syncs nothing itself (the daemon holds the writer and folds every change) and never
+imports the index: tens of milliseconds where its own re-sync would stat every file.
+
 Not fresh (no daemon, a daemon still building, a watcher that lost events or is capped, an
 ignore file edited and not yet folded, more than ``MAX_DIRTY`` unfolded changes, a directory
 the index does not hold exactly): the asker scans live and says why.
@@ -140,16 +146,61 @@ def _answer_line(answer: dict[str, Any], size: int) -> bytes:
     return b"1 %d %d %d %d %d %d\n" % (*counts, 1 if answer["narrowed"] else 0, size)
 
 
-def _parse_answer(line: bytes) -> dict[str, Any]:
+def _answer_numbers(line: bytes, count: int) -> list[int] | str:
+    """The ``count`` numbers of a fresh answer's line (``1 N...``), or the why of one not
+    fresh (``0 why``); ValueError for anything else."""
     fresh, _, rest = line.partition(b" ")
     if fresh == b"0":
-        return {"fresh": False, "why": rest.decode("utf-8", "replace")}
+        return rest.decode("utf-8", "replace")
     words = rest.split(b" ")
-    if fresh != b"1" or len(words) != 6:
+    if fresh != b"1" or len(words) != count:
         raise ValueError("not an answer")
-    pid, max_file_size, changed, held, narrowed, size = map(int, words)
+    return [int(w) for w in words]
+
+
+def _parse_answer(line: bytes) -> dict[str, Any]:
+    numbers = _answer_numbers(line, 6)
+    if isinstance(numbers, str):
+        return {"fresh": False, "why": numbers}
+    pid, max_file_size, changed, held, narrowed, size = numbers
     return {"fresh": True, "pid": pid, "max_file_size": max_file_size, "changed": changed,
             "held": held, "narrowed": narrowed == 1, "bytes": size}  # fmt: skip
+
+
+SYNC_WORD = b"sync"
+
+
+def _sync_request_line(root_path: bytes, identity: tuple[int, int]) -> bytes:
+    return b"%s %d %s %d %d\n" % (SYNC_WORD, PROTOCOL, _b64(root_path).encode("ascii"),
+                                  *identity)  # fmt: skip
+
+
+def _parse_sync_request(line: bytes, root_path: bytes) -> tuple[int, int]:
+    """The (device, inode) a ``sync`` request line names; ValueError for one of another
+    version, or of another root than ``root_path``."""
+    words = line.split(b" ")
+    if len(words) != 5 or words[0] != SYNC_WORD or words[1] != str(PROTOCOL).encode():
+        raise ValueError("a sync request of another version of rootgrep")
+    if _unb64(words[2].decode("ascii")) != root_path:
+        raise ValueError("the request names another root")
+    return int(words[3]), int(words[4])
+
+
+def _kept_line(kept: dict[str, Any]) -> bytes:
+    if not kept.get("fresh"):
+        return _answer_line(kept, 0)
+    words = (kept["pid"], kept["max_file_size"], kept["files"], kept["changed"],
+             1 if kept["symbols"] else 0)  # fmt: skip
+    return b"1 %d %d %d %d %d\n" % words
+
+
+def _parse_kept(line: bytes) -> dict[str, Any]:
+    numbers = _answer_numbers(line, 5)
+    if isinstance(numbers, str):
+        return {"fresh": False, "why": numbers}
+    pid, max_file_size, files, changed, symbols = numbers
+    return {"fresh": True, "pid": pid, "max_file_size": max_file_size, "files": files,
+            "changed": changed, "symbols": symbols == 1}  # fmt: skip
 
 
 # -- the daemon's side -------------------------------------------------------------------------
@@ -278,6 +329,14 @@ class FreshnessServer:
         conn.settimeout(TIMEOUT_SECONDS)
         if run_wire.is_run_request(line):
             return self._start_run(conn, served, line)
+        if line.startswith(SYNC_WORD + b" "):
+            try:
+                dev, ino = _parse_sync_request(line, served.root_path)
+                kept = self.kept(served.root_path, (dev, ino))
+            except Exception as e:  # (a bad request: the asker syncs it itself)
+                kept = {"fresh": False, "why": f"{type(e).__name__}: {e}"}
+            conn.sendall(_kept_line(kept))
+            return False
         paths: list[bytes] = []
         try:
             request = _parse_request(line)
@@ -335,6 +394,30 @@ class FreshnessServer:
         if not header.get("fresh"):
             return None, f"the daemon says: {header.get('why', 'not fresh')}"
         return _fresh_answer(header, paths, display(root_path), max_file_size)
+
+    def kept(self, root_path: bytes, identity: tuple[int, int]) -> dict[str, Any]:
+        """Whether this daemon keeps the index of ``root_path`` (the directory ``identity``)
+        as grep would use it, after draining its watcher: with its file count, the changes
+        not folded yet and whether its symbols are in; or why not (``ask_kept``)."""
+        from ..grep import DEFAULT_MAX_FILE_SIZE
+
+        ix = self.manager.get(root_path)
+        if ix is None or ix.stop.is_set():
+            return {"fresh": False, "why": "the daemon no longer indexes it"}
+        store = ix.index
+        if ix.identity != identity:
+            return {"fresh": False, "why": "its index is of another directory"}
+        if not ix.answers_grep() or store is None or not store.ready or store.foreign:
+            state = ix.state if ix.state != "ready" else "being folded"
+            return {"fresh": False, "why": f"the daemon's index is {state}"}
+        if not ix.catch_up() or not ix.answers_exactly():
+            return {"fresh": False, "why": "a re-sync is pending in the daemon"}
+        with ix.lock:
+            changed = len(ix.dirty)
+        return {"fresh": True, "pid": os.getpid(),
+                "max_file_size": self.manager.max_file_size or DEFAULT_MAX_FILE_SIZE,
+                "files": store.file_count, "changed": changed,
+                "symbols": ix.state == "ready" and ix.built.is_set()}  # fmt: skip
 
     def answer(
         self, root_path: bytes, request: dict[str, Any]
@@ -452,6 +535,18 @@ class FreshAnswer:
         return path_batches(target.fs, self.paths)
 
 
+def _cache_of(cache_dir: str, target: Root) -> tuple[CacheDir | None, str]:
+    """The cache dir opened (never created) where an index of ``target`` or a directory
+    above it may be; or None and why not (none is: found without opening the cache)."""
+    why = no_index_why(cache_dir, target.path)
+    if why is not None:
+        return None, why
+    try:
+        return CacheDir.open(cache_dir, create=False), ""
+    except RootgrepError as e:
+        return None, f"the index cache is unusable: {e}"
+
+
 def ask_fresh(
     cache_dir: str,
     target: Root,
@@ -467,13 +562,9 @@ def ask_fresh(
     ``meanwhile`` is called when a request is sent, before its answer is read (again for each
     daemon asked): the asker's own work overlaps the daemon's (the CLI compiles its scan
     then: RE2's import, 2 ms)."""
-    why = no_index_why(cache_dir, target.path)
-    if why is not None:
+    cache, why = _cache_of(cache_dir, target)
+    if cache is None:
         return None, why
-    try:
-        cache = CacheDir.open(cache_dir, create=False)
-    except RootgrepError as e:
-        return None, f"the index cache is unusable: {e}"
     try:
         names = set(cache.names())
         first_why = ""
@@ -538,39 +629,14 @@ def _exchange(
 ) -> tuple[dict[str, Any] | None, bytes, str]:
     """The daemon's answer (header and paths blob) for this index, or None and why not."""
     shown = display(root_path)
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
-    sock.settimeout(TIMEOUT_SECONDS)
+    sock, why = _connect(folder, shown)
+    if sock is None:
+        return None, b"", why
     try:
-        try:
-            path = socket_at(folder.fs.fd, SOCKET_NAME)  # (never through a link)
-            if path is None:
-                raise FileNotFoundError(errno.ENOENT, "no socket")
-            sock.connect(path)
-        except OSError as e:
-            if e.errno in (errno.ENOENT, errno.ECONNREFUSED):
-                return (
-                    None,
-                    b"",
-                    (
-                        f"no daemon keeps the index of {shown} fresh (`rootgrep daemon {shown}` "
-                        "would; an index without one may be stale)"
-                    ),
-                )
-            return None, b"", f"the daemon of {shown} cannot be reached ({e.strerror or e})"
-        if _peer_uid(sock) != os.geteuid():
-            return None, b"", f"the daemon socket of {shown} belongs to another user"
         sock.sendall(_request_line(request))
         if meanwhile is not None:
             meanwhile()
-        buf = bytearray()
-        while b"\n" not in buf:
-            chunk = sock.recv(1 << 16)
-            if not chunk:
-                raise ValueError("the connection closed")
-            buf += chunk
-            if len(buf) > MAX_LINE and b"\n" not in buf:
-                raise ValueError("an answer header too long")
-        line, _, rest = bytes(buf).partition(b"\n")
+        line, rest = _header(sock)
         header = _parse_answer(line)
         if not header.get("fresh"):
             return None, b"", f"the daemon of {shown} says: {header.get('why', 'not fresh')}"
@@ -588,3 +654,76 @@ def _exchange(
     finally:
         sock.close()
     return header, bytes(blob[:size]), ""
+
+
+def _connect(folder: IndexFolder, shown: str) -> tuple[_socket.socket | None, str]:
+    """A connection to the daemon of this index folder (its socket, never through a link,
+    of this user's), or None and why not."""
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    sock.settimeout(TIMEOUT_SECONDS)
+    try:
+        path = socket_at(folder.fs.fd, SOCKET_NAME)  # (never through a link)
+        if path is None:
+            raise FileNotFoundError(errno.ENOENT, "no socket")
+        sock.connect(path)
+        if _peer_uid(sock) != os.geteuid():
+            sock.close()
+            return None, f"the daemon socket of {shown} belongs to another user"
+    except OSError as e:
+        sock.close()
+        if e.errno in (errno.ENOENT, errno.ECONNREFUSED):
+            return None, (
+                f"no daemon keeps the index of {shown} fresh (`rootgrep daemon {shown}` "
+                "would; an index without one may be stale)"
+            )
+        return None, f"the daemon of {shown} cannot be reached ({e.strerror or e})"
+    return sock, ""
+
+
+def _header(sock: _socket.socket) -> tuple[bytes, bytes]:
+    """An answer's first line (at most ``MAX_LINE`` bytes) and what came after it."""
+    buf = bytearray()
+    while b"\n" not in buf:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise ValueError("the connection closed")
+        buf += chunk
+        if len(buf) > MAX_LINE and b"\n" not in buf:
+            raise ValueError("an answer header too long")
+    line, _, rest = bytes(buf).partition(b"\n")
+    return line, rest
+
+
+def ask_kept(cache_dir: str, target: Root) -> tuple[dict[str, Any] | None, str]:
+    """Whether a running daemon keeps the index of ``target`` itself (not of a directory
+    above it: ``rootgrep index DIR`` makes DIR's own index): its pid, ``max_file_size``, file
+    count, changes not folded yet and whether its symbols are in; or None and why not.
+    Nothing in the cache is created or written; the folder is locked shared while asked."""
+    cache, why = _cache_of(cache_dir, target)
+    if cache is None:
+        return None, why
+    shown = display(target.path)
+    try:
+        if folder_name(target.path) not in set(cache.names()):
+            return None, no_index_of(target.path, cache_dir)
+        folder = cache.open_index(target.path, create=False)
+        if folder is None:
+            return None, f"the index of {shown} is gone (evicted)"
+        try:
+            sock, why = _connect(folder, shown)
+            if sock is None:
+                return None, why
+            try:
+                sock.sendall(_sync_request_line(target.path, target.fs.identity()))
+                kept = _parse_kept(_header(sock)[0])
+            except (OSError, ValueError) as e:
+                return None, f"the daemon of {shown} did not answer ({e})"
+            finally:
+                sock.close()
+        finally:
+            folder.close()
+    finally:
+        cache.close()
+    if not kept["fresh"]:
+        return None, f"the daemon of {shown} says: {kept['why']}"
+    return kept, ""
