@@ -191,6 +191,9 @@ def test_index_where_a_daemon_keeps_the_index_asks_it_and_opens_nothing(tmp_path
         assert first.startswith(f"{tree}: 4 files") or "1 changed path not folded" in first
         assert second.startswith(f"{other}: 1 file indexed; read 1 ")  # (synced here)
         assert total.startswith("total: ") and total.endswith(" indexed in 2 of 2 roots")
+        lines = index(other, tree, cache=cache)  # (in the order given, whoever syncs each)
+        assert lines[0].startswith(f"{other}: 1 file indexed; unchanged")
+        assert lines[1].startswith(f"{tree}: ") and "kept fresh" in lines[1]
     finally:
         assert stop(daemon, 15) == 0
     (again,) = index(tree, cache=cache)  # (no daemon: synced here, every change folded in)

@@ -80,17 +80,19 @@ def _kept_by_daemon(cache: str, r: Root, max_file_size: int) -> tuple[int, str] 
 def _index(cache: str, roots: list[Root], max_file_size: int) -> int:
     plain = _PlainLines()  # (the lines of roots a daemon keeps: no bar, no rich)
     total_files = indexed = 0
-    left = []
-    for r in roots:
-        kept = _kept_by_daemon(cache, r, max_file_size)
-        if kept is None:
+    left: list[Root] = []  # (synced here together, their lines in the order given)
+    for r in [*roots, None]:
+        kept = None if r is None else _kept_by_daemon(cache, r, max_file_size)
+        if kept is None and r is not None:
             left.append(r)
             continue
-        _say(plain, kept[1])
-        total_files += kept[0]
-        indexed += 1
-    if left:
-        total_files, indexed = _sync_here(cache, left, max_file_size, total_files, indexed)
+        if left:
+            total_files, indexed = _sync_here(cache, left, max_file_size, total_files, indexed)
+            left = []
+        if kept is not None:
+            _say(plain, kept[1])
+            total_files += kept[0]
+            indexed += 1
     if len(roots) > 1:
         _say(plain, f"total: {n_files(total_files)} indexed in {indexed} of {len(roots)} roots")
     return 0
