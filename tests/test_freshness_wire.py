@@ -256,6 +256,11 @@ def test_a_daemon_says_it_keeps_its_roots_index_and_no_other(tmp_path: Path) -> 
         kept, why = ask_kept(cache, r)  # (the watcher is drained first: the new file is seen)
         assert kept is not None, why
         assert kept["changed"] >= 1 or kept["files"] == 3, kept  # (not folded in yet, or so)
+        ix = _manager.get(r.path)
+        ix.role = "reader"  # (as when another process held the writer at its start)
+        kept, why = ask_kept(cache, r)
+        assert kept is None and "another process writes" in why, why
+        ix.role = "writer"
         (tmp_path / "tree" / "sub").mkdir()
         below = pin_root(str(tmp_path / "tree" / "sub"))
         try:

@@ -47,3 +47,9 @@ def test_the_walk_and_the_listing_records_have_their_fields() -> None:
         made = cls(*range(len(fields)))
         assert [getattr(made, f) for f in fields] == list(range(len(fields)))
         assert repr(made).startswith(cls.__name__ + "(")
+
+
+@pytest.mark.parametrize("fields", [("a b",), ("_x",), ("x", "y)\nimport os  # ")])
+def test_a_field_that_is_no_plain_name_is_refused(fields: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError):
+        record("Bad", fields, module=__name__)

@@ -21,7 +21,8 @@ def record(
 ) -> type[tuple]:  # type: ignore[type-arg]  # fmt: skip
     """The tuple class ``name`` with ``fields`` (plain identifiers), the last of them given
     ``defaults``; its repr is ``name(field=value, ...)``."""
-    assert all(f.isidentifier() and not f.startswith("_") for f in fields), fields
+    if not all(f.isidentifier() and not f.startswith("_") for f in fields):
+        raise ValueError(f"a record's fields are plain names: {fields!r}")  # (also under -O)
     args = ", ".join(fields)
     source = f"def __new__(_cls, {args}):\n    return _new(_cls, ({args},))\n"
     scope: dict[str, object] = {"_new": tuple.__new__}

@@ -407,6 +407,8 @@ class FreshnessServer:
         store = ix.index
         if ix.identity != identity:
             return {"fresh": False, "why": "its index is of another directory"}
+        if ix.role != "writer":  # (it follows another process's commits: that one folds)
+            return {"fresh": False, "why": "another process writes its index"}
         if not ix.answers_grep() or store is None or not store.ready or store.foreign:
             state = ix.state if ix.state != "ready" else "being folded"
             return {"fresh": False, "why": f"the daemon's index is {state}"}
