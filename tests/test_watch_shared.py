@@ -286,3 +286,46 @@ def test_a_query_catching_up_waits_for_marks_the_reader_took_but_has_not_handed_
         release.set()
         w.close()
         fs.close()
+
+
+def test_while_the_full_re_sync_after_lost_events_runs_grep_scans_live(
+    trees: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events were lost (a queue overflow; a mount inside the root): the index is exact
+    again only once a full re-sync is done. The flag that says so was cleared when that
+    re-sync began, so grep trusted the index all through it and missed the file the lost
+    events named."""
+    from rootgrep.index.manager import IndexManager
+    from rootgrep.service import Token
+    from support import wait_until, watched
+
+    entered, release = threading.Event(), threading.Event()
+    real = IndexManager._healing
+
+    def healing(ix: object, index: object, paths: object, **kw: object) -> object:
+        if paths is None and not release.is_set():  # (the full re-sync: held)
+            entered.set()
+            release.wait(30)
+        return real(ix, index, paths, **kw)  # type: ignore[arg-type]
+
+    tree = trees[0]
+    with watched(tree, tmp_path / "cache") as (r, manager, svc):
+        ix = manager.get(r.path)
+        w = ix.watcher
+        monkeypatch.setattr(IndexManager, "_healing", staticmethod(healing))
+        deaf = monkeypatch.context()
+        with deaf as m:  # the events of this write are lost, as in an overflow
+            m.setattr(w, "_event", lambda *a: None)
+            (tree / "sub" / "unheard.py").write_text("needle = 1\n")
+            assert ix.catch_up()
+        with w.inotify.lock:
+            w.overflowed = True  # (what the reader does when the kernel says IN_Q_OVERFLOW)
+        try:
+            assert ix.catch_up() and entered.wait(30)  # (a hang guard)
+            res = svc.grep([r], Token(), pattern="needle")
+            assert not res.index_used and [m.path for m in res.matches] == ["sub/unheard.py"]
+        finally:
+            release.set()
+        wait_until(ix.answers_exactly, what="the full re-sync")
+        res = svc.grep([r], Token(), pattern="needle")
+        assert res.index_used and [m.path for m in res.matches] == ["sub/unheard.py"]

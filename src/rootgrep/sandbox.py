@@ -249,3 +249,6 @@ def load_lazy_modules() -> None:
             seen.add(language)
             symbols.extract(b"x" + ext, b"x\n")
     time.localtime()  # (glibc reads /etc/localtime once, for the log's timestamps)
+    from . import confine
+
+    confine.open_mount_table()  # (watchers poll it: mounts made inside a root)

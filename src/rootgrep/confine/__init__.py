@@ -12,10 +12,11 @@ names): ``syscalls`` (the open flags; openat2, renameat2 and inotify through cty
 ``paths`` (root-relative components, messages, the error mapping), ``hiding`` (the cache
 dir and audit log hidden by identity), ``listing`` (``scan_fd``, ``scan_split``),
 ``opening`` (one name opened beneath a directory fd, a file reopened to be read),
-``stats`` (one name's stat, the keys a re-sync compares), ``reading`` (a file's bytes,
-binary detection), ``beneath`` (``Beneath``: the pinned root, resolution, reads), ``walk``
-(the ``O_NOFOLLOW`` component walk it falls back to), ``writes`` (its write operations)
-and ``temps`` (atomic writes' temps, and removing those killed writers left).
+``mounts`` (the process's mount table, and when it changes), ``stats`` (one name's stat,
+the keys a re-sync compares), ``reading`` (a file's bytes, binary detection), ``beneath``
+(``Beneath``: the pinned root, resolution, reads), ``walk`` (the ``O_NOFOLLOW`` component
+walk it falls back to), ``writes`` (its write operations) and ``temps`` (atomic writes'
+temps, and removing those killed writers left).
 ``sockets`` (a daemon's socket reached beneath a pinned cache dir) needs only ``os``: the CLI
 connects to its daemon through it before anything else of rootgrep is loaded.
 
@@ -50,6 +51,13 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "entry_kind",
         "scan_fd",
         "scan_split",
+    ),
+    "mounts": (
+        "Mounts",
+        "mount_points_changed",
+        "open_mount_table",
+        "parse_mount_table",
+        "refresh_mounts",
     ),
     "opening": (
         "NULL_DEVICE_PATH",

@@ -77,6 +77,7 @@ class Indexed:
     folding: bool = True  # False: the fold loop died, so changes are no longer folded in
     rescan_at: float = 0.0  # when a full re-sync was last asked for (reader mode waits for one)
     rescan: threading.Event = field(default_factory=threading.Event)  # events were lost
+    losses: int = 0  # how many times events were lost (a full re-sync covers those before it)
     marked: set[bytes] = field(default_factory=set)  # marks made since a fold began
     last_used: float = 0.0  # (monotonic) the last use without an owner began or ended
     busy: int = 0  # calls using it without an owner right now (never reaped meanwhile)
@@ -124,6 +125,14 @@ class Indexed:
         if w is None:
             return True
         return w.inotify.drain() and w.deliver(wait=True)
+
+    def lost_events(self) -> None:
+        """Changes may have gone unheard: only a full re-sync that begins after now makes the
+        index exact again (until it is done, grep scans live)."""
+        with self.lock:
+            self.losses += 1
+            self.rescan_at = time.time()
+        self.rescan.set()
 
     def mark(self, paths: set[bytes]) -> None:
         """The watcher saw these paths change: dirty until a fold that started after now."""
@@ -637,11 +646,12 @@ class IndexManager:
         with ix.lock:
             pending = set(ix.dirty)
             ix.marked.clear()
-        if full:
-            ix.rescan.clear()
+            losses = ix.losses
         stats = IndexManager._healing(ix, index, None if full else pending, progress=progress)
         with ix.lock:
             ix.dirty -= pending - ix.marked
+            if full and ix.losses == losses:  # (not before it is done: grep would trust the
+                ix.rescan.clear()  # index meanwhile; nor if events were lost again since)
         return stats
 
     @staticmethod
@@ -748,8 +758,7 @@ class IndexManager:
             self._stop_watching(ix)
             return
         if lost:  # (the watcher has re-made its watches)
-            ix.rescan_at = time.time()
-            ix.rescan.set()
+            ix.lost_events()
         if marks:
             ix.mark(marks)
 
@@ -790,8 +799,7 @@ class IndexManager:
             if any(p.rpartition(b"/")[2] in IGNORE_FILES for p in marks) or Walker(ix.fs).listed(
                 marks, kind="dir"
             ):
-                ix.rescan_at = time.time()
-                ix.rescan.set()
+                ix.lost_events()
             ix.mark(marks)
 
     def wait_built(self, root_path: bytes, timeout: float | None = None) -> bool:

@@ -78,6 +78,8 @@ class Inotify:
         self.routes: dict[int, dict[TreeWatcher, bytes]] = {}  # wd -> watcher -> directory
         self.watchers: list[TreeWatcher] = []
         self.events = 0  # raw events read
+        # the mount table as last compared (a mount inside a root makes no inotify event)
+        self._mount_generation, self._mounts = confine.refresh_mounts()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -134,6 +136,27 @@ class Inotify:
             if now >= deadline:
                 break
             wait = min(DEBOUNCE_SECONDS, deadline - now)
+        self.check_mounts()
+
+    def check_mounts(self) -> None:
+        """Whether something was mounted or unmounted beneath a watcher's root since the last
+        look: its watches are on inodes the mount now covers (or that it uncovered), and
+        no event said so. Each such watcher is told events were lost (it watches its tree
+        again, and its owner re-syncs in full)."""
+        generation, mounts = confine.refresh_mounts()
+        with self.lock:
+            if generation == self._mount_generation:
+                return
+            before, self._mounts, self._mount_generation = self._mounts, mounts, generation
+            watchers = list(self.watchers)
+        changed = confine.mount_points_changed(before, mounts)
+        for w in watchers:
+            if changed is None or w.beneath_root(changed):
+                log.info("a file system was mounted or unmounted in %r: it is watched and "
+                         "synced again", confine.display(w.fs.path))  # fmt: skip
+                with self.lock:
+                    w.events += 1
+                    w.overflowed = True
 
     def _read_once(self) -> bool:
         """Read what the fd holds and route it; False when it held nothing."""
@@ -153,6 +176,7 @@ class Inotify:
         stops must not hold a query)."""
         if self.fd < 0:
             return False
+        self.check_mounts()
         return any(not self._read_once() for _ in range(DRAIN_READS))  # (an empty read: done)
 
     def _route(self, data: bytes) -> None:
@@ -285,6 +309,15 @@ class TreeWatcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def beneath_root(self, points: set[bytes]) -> bool:
+        """Whether any of these absolute mount points lies below the root (as it is named
+        now: it may have moved since it was pinned; unknown, any may)."""
+        top = self.fs.where()
+        if top is None:
+            return bool(points)
+        under = top.rstrip(b"/") + b"/"
+        return any(p.startswith(under) for p in points)
 
     def add(self, rel: bytes) -> set[bytes]:
         """Watch ``rel`` and the directories below it that a walk enters; for a directory
