@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from support import ROOTGREP, stop
@@ -194,7 +195,53 @@ def test_index_where_a_daemon_keeps_the_index_asks_it_and_opens_nothing(tmp_path
         lines = index(other, tree, cache=cache)  # (in the order given, whoever syncs each)
         assert lines[0].startswith(f"{other}: 1 file indexed; unchanged")
         assert lines[1].startswith(f"{tree}: ") and "kept fresh" in lines[1]
+        other_cap = subprocess.run([ROOTGREP, "index", "--max-file-size", "1000", str(tree)],
+                                   capture_output=True, text=True, env=env, timeout=120,
+                                   check=False)  # fmt: skip
+        assert (other_cap.returncode, other_cap.stderr.splitlines()) == (0, [
+            f"{tree}: not synced here: another process holds the index's writer; its daemon "
+            "says: it indexes files up to 20971520 bytes, not 1000"])  # fmt: skip
     finally:
         assert stop(daemon, 15) == 0
     (again,) = index(tree, cache=cache)  # (no daemon: synced here, every change folded in)
     assert again.startswith(f"{tree}: 4 files indexed; ")
+
+
+def test_index_asked_all_through_a_daemons_first_build_never_says_a_wrong_count(
+    tmp_path: Path,
+) -> None:
+    """``rootgrep index`` asked again and again from a daemon's start to the end of its
+    first build: before its trigrams are committed the daemon has no socket and holds the
+    writer (not synced here, said so); after, it answers (kept fresh, its symbols still being
+    added, then in). Every line has the tree's true count, and the command never fails."""
+    tree = tmp_path / "tree"
+    for i in range(3_000):
+        d = tree / f"p{i % 30}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"m{i}.py").write_text("".join(f"def f{i}_{j}():\n    return {j}\n"
+                                            for j in range(20)))  # fmt: skip
+    cache = tmp_path / "cache"
+    env = {**os.environ, "ROOTGREP_CACHE_DIR": str(cache)}
+    daemon = subprocess.Popen([ROOTGREP, "daemon", str(tree)], env=env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 120  # (a hang guard)
+        while time.monotonic() < deadline:
+            (line,) = index(tree, cache=cache)
+            seen.append(line)
+            kept = f"{tree}: 3000 files indexed; kept fresh by rootgrep daemon pid {daemon.pid}"
+            if line == kept:
+                break  # (its symbols are in)
+            assert line in (
+                f"{kept}; its words and symbols still being added",
+                f"{tree}: not synced here: another process holds the index's writer (a "
+                "rootgrep serve, daemon or index, perhaps building it: run this again later)",
+            ) or line.startswith(tuple(f"{tree}: 3000 files indexed; {how}" for how in (
+                "read 3000 ", "unchanged, read 0 "))), line  # fmt: skip
+            # (asked before the daemon took the writer: built here, and the daemon follows
+            # that index until it takes the writer over)
+        assert seen[-1] == kept, seen
+        assert any("still being added" in s or "not synced" in s for s in seen), seen
+    finally:
+        assert stop(daemon, 15) == 0

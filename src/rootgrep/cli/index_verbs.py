@@ -58,15 +58,18 @@ def index(args: argparse.Namespace, watch: bool) -> int:
             r.close()
 
 
-def _kept_by_daemon(cache: str, r: Root, max_file_size: int) -> tuple[int, str] | None:
+def _kept_by_daemon(cache: str, r: Root, max_file_size: int) -> tuple[int, str] | str:
     """(files, what to say) when a running daemon keeps ``r``'s own index with the same
     ``max_file_size``: it holds the writer and folds every change, so nothing is synced here
-    (and the index is not even opened: no tantivy, no state, no stat of every file)."""
+    (and the index is not even opened: no tantivy, no state, no stat of every file). Else
+    what its daemon said, if one answered ("" if none did): the root is synced here."""
     from ..index.freshness import ask_kept
 
-    kept, _why = ask_kept(cache, r)
-    if kept is None or kept["max_file_size"] != max_file_size:
-        return None  # (synced here; a daemon that holds the writer all the same is said so)
+    kept, why = ask_kept(cache, r)
+    if kept is None:
+        return why.partition(" says: ")[2]
+    if kept["max_file_size"] != max_file_size:
+        return f"it indexes files up to {kept['max_file_size']} bytes, not {max_file_size}"
     said = f"kept fresh by rootgrep daemon pid {kept['pid']}"
     if kept["changed"]:
         n = kept["changed"]
@@ -80,11 +83,11 @@ def _kept_by_daemon(cache: str, r: Root, max_file_size: int) -> tuple[int, str] 
 def _index(cache: str, roots: list[Root], max_file_size: int) -> int:
     plain = _PlainLines()  # (the lines of roots a daemon keeps: no bar, no rich)
     total_files = indexed = 0
-    left: list[Root] = []  # (synced here together, their lines in the order given)
+    left: list[tuple[Root, str]] = []  # (synced here together, their lines in order given)
     for r in [*roots, None]:
         kept = None if r is None else _kept_by_daemon(cache, r, max_file_size)
-        if kept is None and r is not None:
-            left.append(r)
+        if isinstance(kept, str) and r is not None:
+            left.append((r, kept))
             continue
         if left:
             total_files, indexed = _sync_here(cache, left, max_file_size, total_files, indexed)
@@ -99,10 +102,11 @@ def _index(cache: str, roots: list[Root], max_file_size: int) -> int:
 
 
 def _sync_here(
-    cache: str, roots: list[Root], max_file_size: int, total_files: int, indexed: int
+    cache: str, roots: list[tuple[Root, str]], max_file_size: int, total_files: int, indexed: int
 ) -> tuple[int, int]:
-    """Sync each of ``roots``' indexes in this process, with a progress bar; the totals of
-    files and indexed roots, added to those given."""
+    """Sync each of ``roots``' indexes in this process, with a progress bar (each with what
+    its daemon said, if one answered: why it does not keep the index); the totals of files
+    and indexed roots, added to those given."""
     from ..index.cache import CacheDir
     from ..index.store import ForeignIndex, RootIndex
     from ..index.writer import WriterBusy
@@ -111,7 +115,7 @@ def _sync_here(
     console, bar_shown = _progress_bar()
     try:
         with bar_shown as bar:
-            for r in roots:
+            for r, daemon_said in roots:
                 shown = os.fsdecode(r.path)
                 task = bar.add_task(shown, total=None)
                 try:
@@ -143,9 +147,16 @@ def _sync_here(
 
                 try:
                     st = ix.sync(r.fs, progress=progress, completing=completing)
-                except WriterBusy:
+                except WriterBusy:  # (a daemon still building, or another process's sync)
                     bar.remove_task(task)
-                    _say(console, f"{shown}: kept by a daemon (not synced here)")
+                    said = (
+                        f"; its daemon says: {daemon_said}"
+                        if daemon_said
+                        else " (a rootgrep serve, daemon or index, perhaps "
+                        "building it: run this again later)"
+                    )
+                    _say(console, f"{shown}: not synced here: another process holds the "
+                                  f"index's writer{said}")  # fmt: skip
                     continue
                 finally:
                     ix.close()
