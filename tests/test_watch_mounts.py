@@ -115,3 +115,90 @@ def test_mount_table_names_are_unescaped() -> None:
         (40, b"/t/a b\tc\\d"),
         (41, b"/t/not\\9escape"),
     }
+
+
+def test_a_query_that_finds_the_table_taken_by_the_reader_waits_for_its_verdict(
+    tmp_path: Path, mounts: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shared reader read the changed table and is still telling its watchers; a grep's
+    catch-up meanwhile found no change left to take and answered from the index, without
+    the mount's files (the adversarial review's race, held open here)."""
+    import threading
+
+    from rootgrep.index.watch import TreeWatcher
+
+    tree = tmp_path / "tree"
+    sub = tree / "sub"
+    sub.mkdir(parents=True)
+    (tree / "top.py").write_text("MOUNTMARK = 'top'\n")
+    inside, release = threading.Event(), threading.Event()
+    real = TreeWatcher.beneath_root
+
+    def beneath_root(self: TreeWatcher, points: set[bytes]) -> bool:
+        if threading.current_thread().name == "rootgrep-inotify":
+            inside.set()
+            release.wait(10)  # (the reader, held while it tells the watchers)
+        return real(self, points)
+
+    with watched(tree, tmp_path / "cache") as (r, manager, svc):
+        wait_until(lambda: settled(manager, r.path), what="the build")
+        monkeypatch.setattr(TreeWatcher, "beneath_root", beneath_root)
+        mount_tmpfs(sub)
+        mounts.append(sub)
+        (sub / "inside.py").write_text("MOUNTMARK = 'inside'\n")
+        try:
+            assert inside.wait(10)  # (a hang guard)
+            threading.Timer(0.2, release.set).start()
+            res = svc.grep([r], Token(), pattern="MOUNTMARK")
+        finally:
+            release.set()
+        want = sorted(rg_matches(tree, "MOUNTMARK"))
+        assert len(want) == 2 and sorted((m.path, m.line) for m in res.matches) == want
+
+
+def test_a_mount_said_while_the_reader_settles_other_events_still_re_makes_the_watches(
+    tmp_path: Path, mounts: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader settled a batch (no loss then), a query's look at the mount table said
+    "lost" meanwhile, and the reader took that loss as its own: the full re-sync ran but the
+    watches were never made again, so the mount's own directory stayed unwatched and a file
+    written there later was never heard (the adversarial review's second race)."""
+    import threading
+
+    from rootgrep.index.watch import TreeWatcher
+
+    tree = tmp_path / "tree"
+    sub = tree / "sub"
+    sub.mkdir(parents=True)
+    (tree / "top.py").write_text("MOUNTMARK = 'top'\n")
+    armed, inside, release = threading.Event(), threading.Event(), threading.Event()
+    real = TreeWatcher._settle
+
+    def settle(self: TreeWatcher, lost: bool | None = None) -> set[bytes]:
+        out = real(self, lost)
+        if threading.current_thread().name == "rootgrep-inotify" and armed.is_set():
+            armed.clear()
+            inside.set()
+            release.wait(10)  # (the reader, held between its settle and what follows)
+        return out
+
+    with watched(tree, tmp_path / "cache") as (r, manager, svc):
+        wait_until(lambda: settled(manager, r.path), what="the build")
+        monkeypatch.setattr(TreeWatcher, "_settle", settle)
+        armed.set()
+        (tree / "other.py").write_text("y = 1\n")  # (an event: the reader settles it)
+        try:
+            assert inside.wait(10)  # (a hang guard)
+            mount_tmpfs(sub)
+            mounts.append(sub)
+            (sub / "inside.py").write_text("MOUNTMARK = 'inside'\n")
+            threading.Timer(0.05, release.set).start()
+            svc.grep([r], Token(), pattern="MOUNTMARK")  # (its catch-up looks at the table)
+        finally:
+            release.set()
+        wait_until(lambda: settled(manager, r.path), what="the re-sync after the mount")
+        (sub / "later.py").write_text("MOUNTMARK = 'later'\n")
+        want = sorted(rg_matches(tree, "MOUNTMARK"))
+        assert len(want) == 3
+        wait_until(lambda: grep_from_index(svc, r, "MOUNTMARK") == want and settled(
+            manager, r.path), seconds=10, what="the file made in the mount")  # fmt: skip

@@ -78,7 +78,10 @@ class Inotify:
         self.routes: dict[int, dict[TreeWatcher, bytes]] = {}  # wd -> watcher -> directory
         self.watchers: list[TreeWatcher] = []
         self.events = 0  # raw events read
-        # the mount table as last compared (a mount inside a root makes no inotify event)
+        # the mount table as last compared (a mount inside a root makes no inotify event);
+        # held over a whole look: a query's look that finds the table already taken by the
+        # reader's returns only once the reader has told the watchers
+        self._mounts_lock = threading.Lock()
         self._mount_generation, self._mounts = confine.refresh_mounts()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -143,20 +146,21 @@ class Inotify:
         look: its watches are on inodes the mount now covers (or that it uncovered), and
         no event said so. Each such watcher is told events were lost (it watches its tree
         again, and its owner re-syncs in full)."""
-        generation, mounts = confine.refresh_mounts()
-        with self.lock:
+        with self._mounts_lock:
+            generation, mounts = confine.refresh_mounts()
             if generation == self._mount_generation:
                 return
-            before, self._mounts, self._mount_generation = self._mounts, mounts, generation
-            watchers = list(self.watchers)
-        changed = confine.mount_points_changed(before, mounts)
-        for w in watchers:
-            if changed is None or w.beneath_root(changed):
-                log.info("a file system was mounted or unmounted in %r: it is watched and "
-                         "synced again", confine.display(w.fs.path))  # fmt: skip
-                with self.lock:
-                    w.events += 1
-                    w.overflowed = True
+            with self.lock:
+                watchers = list(self.watchers)
+            changed = confine.mount_points_changed(self._mounts, mounts)
+            for w in watchers:
+                if changed is None or w.beneath_root(changed):
+                    log.info("a file system was mounted or unmounted in %r: it is watched "
+                             "and synced again", confine.display(w.fs.path))  # fmt: skip
+                    with self.lock:
+                        w.events += 1
+                        w.overflowed = True
+            self._mounts, self._mount_generation = mounts, generation
 
     def _read_once(self) -> bool:
         """Read what the fd holds and route it; False when it held nothing."""
@@ -402,11 +406,15 @@ class TreeWatcher:
                 return False
             with self._delivered:
                 self._delivering += 1  # (before the marks are taken: see ``_delivering``)
-            try:
-                marks = self._settle()
+            # (the loss is taken before the settle that re-makes the watches for it: one
+            # said after that, by a query's look at the mount table, waits for the next)
+            with self.inotify.lock:
                 lost, self.overflowed = self.overflowed, False
+            try:
+                marks = self._settle(lost)
                 self._told_incomplete = self.incomplete
             except BaseException:
+                self.overflowed |= lost
                 self._done_delivering()
                 raise
         finally:
@@ -432,11 +440,13 @@ class TreeWatcher:
             self._delivering -= 1
             self._delivered.notify_all()
 
-    def _settle(self) -> set[bytes]:
+    def _settle(self, lost: bool | None = None) -> set[bytes]:
+        """The marks since the last settle; the watches made again first if events were
+        ``lost`` (by default: if the watcher says so now)."""
         with self.inotify.lock:
             marks, gone, fresh = self._marks, self._gone, self._fresh
             self._marks, self._gone, self._fresh = set(), set(), set()
-        if self.overflowed:
+        if self.overflowed if lost is None else lost:
             self.reset()
             return marks
         # directories that went away first, then those that appeared, and a name that went
