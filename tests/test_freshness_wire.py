@@ -246,28 +246,29 @@ def test_a_daemon_says_it_keeps_its_roots_index_and_no_other(tmp_path: Path) -> 
 
     files = {"a.py": "x = 1\n", "b.py": "y = 2\n"}
     with daemon_over(tmp_path, files) as (cache, r, _manager, server):
-        kept, why = ask_kept(cache, r)
-        assert kept is None and "no daemon" in why  # (not served yet)
+        kept, why, said = ask_kept(cache, r)
+        assert kept is None and "no daemon" in why and said == ""  # (not served yet)
         assert server.serve(r.path) is None
-        kept, why = ask_kept(cache, r)
+        kept, why, said = ask_kept(cache, r)
         assert kept is not None, why
         assert (kept["pid"], kept["files"], kept["changed"]) == (os.getpid(), 2, 0)
         (tmp_path / "tree" / "c.py").write_text("z = 3\n")
-        kept, why = ask_kept(cache, r)  # (the watcher is drained first: the new file is seen)
+        kept, why, said = ask_kept(cache, r)  # (the watcher is drained first: the new file is seen)
         assert kept is not None, why
         assert kept["changed"] >= 1 or kept["files"] == 3, kept  # (not folded in yet, or so)
         ix = _manager.get(r.path)
         ix.role = "reader"  # (as when another process held the writer at its start)
-        kept, why = ask_kept(cache, r)
+        kept, why, said = ask_kept(cache, r)
         assert kept is None and "another process writes" in why, why
+        assert said == "another process writes its index"
         ix.role = "writer"
         (tmp_path / "tree" / "sub").mkdir()
         below = pin_root(str(tmp_path / "tree" / "sub"))
         try:
-            kept, why = ask_kept(cache, below)
+            kept, why, said = ask_kept(cache, below)
             assert kept is None and "no index" in why, why
         finally:
             below.close()
         server.close()
-        kept, why = ask_kept(cache, r)
+        kept, why, said = ask_kept(cache, r)
         assert kept is None and "no daemon" in why, why

@@ -364,3 +364,34 @@ def test_entering_the_sandbox_closes_its_null_device_fd_on_every_path(
             assert granted == [(1, 3)]  # the rule held the null device itself
     finally:
         root.close()
+
+
+MOUNT_TABLE = textwrap.dedent(
+    """
+    import os, sys
+    from rootgrep import confine, sandbox
+    fd = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)
+    sandbox.load_lazy_modules()  # (what ``serve --sandbox`` does before it restricts)
+    sandbox.restrict([sandbox.Rule(fd, sandbox.READ, "ro")])
+    try:
+        os.close(os.open("/proc/self/mountinfo", os.O_RDONLY))
+        print("by-name ok")
+    except OSError as e:
+        print("by-name", e.errno)
+    generation, mounts = confine.refresh_mounts()
+    print("table", confine.open_mount_table(), len(mounts or ()))
+    """
+)
+
+
+@needs_landlock
+def test_a_sandboxed_process_still_reads_the_mount_table_it_opened_before(world: Path) -> None:
+    """Watchers look at the mount table (a mount below a root makes no inotify event); once
+    restricted the file cannot be opened, so the sandbox opens it before: else a sandboxed
+    server would not follow mounts, silently."""
+    out = subprocess.run([sys.executable, "-c", MOUNT_TABLE, str(world / "root")],
+                         capture_output=True, text=True, timeout=120, check=True).stdout  # fmt: skip
+    lines = dict(line.split(" ", 1) for line in out.splitlines())
+    assert lines["by-name"] != "ok"  # (the restriction holds for the file itself)
+    opened, count = lines["table"].split()
+    assert opened == "True" and int(count) >= 1, out

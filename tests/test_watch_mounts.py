@@ -103,6 +103,7 @@ def test_a_mount_outside_every_root_makes_no_re_sync(tmp_path: Path, mounts: lis
         watcher = ix.watcher
         wait_until(lambda: watcher.inotify._mount_generation >= generation,
                    what="the watcher's look at the table")  # fmt: skip
+        assert ix.catch_up()  # (what the look said is handed over: a loss would be heard)
         assert not ix.rescan.is_set() and ix.index.synced_at == syncs
 
 

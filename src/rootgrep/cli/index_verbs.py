@@ -65,9 +65,9 @@ def _kept_by_daemon(cache: str, r: Root, max_file_size: int) -> tuple[int, str] 
     what its daemon said, if one answered ("" if none did): the root is synced here."""
     from ..index.freshness import ask_kept
 
-    kept, why = ask_kept(cache, r)
+    kept, _why, said = ask_kept(cache, r)
     if kept is None:
-        return why.partition(" says: ")[2]
+        return said
     if kept["max_file_size"] != max_file_size:
         return f"it indexes files up to {kept['max_file_size']} bytes, not {max_file_size}"
     said = f"kept fresh by rootgrep daemon pid {kept['pid']}"

@@ -696,30 +696,31 @@ def _header(sock: _socket.socket) -> tuple[bytes, bytes]:
     return line, rest
 
 
-def ask_kept(cache_dir: str, target: Root) -> tuple[dict[str, Any] | None, str]:
+def ask_kept(cache_dir: str, target: Root) -> tuple[dict[str, Any] | None, str, str]:
     """Whether a running daemon keeps the index of ``target`` itself (not of a directory
     above it: ``rootgrep index DIR`` makes DIR's own index): its pid, ``max_file_size``, file
-    count, changes not folded yet and whether its symbols are in; or None and why not.
-    Nothing in the cache is created or written; the folder is locked shared while asked."""
+    count, changes not folded yet and whether its symbols are in; or None, why not and what
+    the daemon said if one answered ("" if none did). Nothing in the cache is created or
+    written; the folder is locked shared while asked."""
     cache, why = _cache_of(cache_dir, target)
     if cache is None:
-        return None, why
+        return None, why, ""
     shown = display(target.path)
     try:
         if folder_name(target.path) not in set(cache.names()):
-            return None, no_index_of(target.path, cache_dir)
+            return None, no_index_of(target.path, cache_dir), ""
         folder = cache.open_index(target.path, create=False)
         if folder is None:
-            return None, f"the index of {shown} is gone (evicted)"
+            return None, f"the index of {shown} is gone (evicted)", ""
         try:
             sock, why = _connect(folder, shown)
             if sock is None:
-                return None, why
+                return None, why, ""
             try:
                 sock.sendall(_sync_request_line(target.path, target.fs.identity()))
                 kept = _parse_kept(_header(sock)[0])
             except (OSError, ValueError) as e:
-                return None, f"the daemon of {shown} did not answer ({e})"
+                return None, f"the daemon of {shown} did not answer ({e})", ""
             finally:
                 sock.close()
         finally:
@@ -727,5 +728,5 @@ def ask_kept(cache_dir: str, target: Root) -> tuple[dict[str, Any] | None, str]:
     finally:
         cache.close()
     if not kept["fresh"]:
-        return None, f"the daemon of {shown} says: {kept['why']}"
-    return kept, ""
+        return None, f"the daemon of {shown} says: {kept['why']}", kept["why"]
+    return kept, "", ""
